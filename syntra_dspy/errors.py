@@ -1,0 +1,84 @@
+"""One error family for the whole package, with the location of the bad input when there is one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SyntraError(Exception):
+    """Base class. ``path``/``line``/``field`` say where the bad input is; ``hint`` says what to do."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.field = field
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.path:
+            where = self.path
+            if self.line is not None:
+                where += f":{self.line}"
+        if self.field:
+            where = f"{where} field '{self.field}'" if where else f"field '{self.field}'"
+        text = f"{where}: {self.message}" if where else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class InputError(SyntraError):
+    """A user-supplied file or setting is malformed."""
+
+
+class ConfigError(SyntraError):
+    """A task spec, LM setting or option is invalid."""
+
+
+class ArtifactError(SyntraError):
+    """An artifact is missing, tampered with, or from an unsupported schema."""
+
+
+class FrozenProgramError(SyntraError):
+    """Something tried to change a program loaded from an artifact."""
+
+
+class DependencyError(SyntraError):
+    """An optional dependency is missing; the hint holds the install command."""
+
+
+class LMOutputError(SyntraError):
+    """An LM answer failed validation after all retries (recorded, never fatal in production)."""
+
+    def __init__(self, message: str, *, stage: str | None = None, **kw) -> None:
+        self.stage = stage
+        super().__init__(message, **kw)
+
+
+class LMCallError(SyntraError):
+    """The LM backend failed (network, server, timeout)."""
+
+    def __init__(self, message: str, *, retryable: bool = True, **kw) -> None:
+        self.retryable = retryable
+        super().__init__(message, **kw)
+
+
+def is_retryable(err: BaseException) -> bool:
+    """True when repeating the same call may succeed (transient backend failures, bad LM output)."""
+    if isinstance(err, LMCallError):
+        return err.retryable
+    if isinstance(err, LMOutputError):
+        return True
+    name = type(err).__name__.lower()
+    return any(k in name for k in ("timeout", "ratelimit", "connection", "serviceunavailable", "apierror"))

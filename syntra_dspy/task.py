@@ -1,0 +1,117 @@
+"""The task file: what a user writes to describe a retrieval task (YAML, validated with pydantic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from syntra_dspy.errors import ConfigError
+
+CorpusFormat = Literal["beir", "neuclir", "tsv"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CorpusSpec(_Strict):
+    """Where the unlabelled corpus is and how it is laid out."""
+
+    path: str = Field(description="corpus file (BEIR corpus.jsonl, NeuCLIR CSL JSONL, or TSV id<TAB>[title<TAB>]text)")
+    format: CorpusFormat = "beir"
+
+
+class Example(_Strict):
+    """A few-shot pair: a query and its relevant document, by corpus id or by text."""
+
+    query: str = Field(min_length=1)
+    positive_id: str | None = None
+    positive_text: str | None = None
+
+    @model_validator(mode="after")
+    def _one_positive(self) -> "Example":
+        if (self.positive_id is None) == (self.positive_text is None):
+            raise ValueError("give exactly one of positive_id (a corpus id) or positive_text")
+        return self
+
+
+class TaskDefinition(_Strict):
+    """What queries look like, what documents look like, and when a document is relevant."""
+
+    query_type: str = Field(min_length=1)
+    doc_type: str = Field(min_length=1)
+    relevance_definition: str = Field(min_length=1)
+    query_language: str = "en"
+    document_language: str = "en"
+
+    @property
+    def cross_language(self) -> bool:
+        return self.query_language != self.document_language
+
+
+class LMSpec(_Strict):
+    """One LM role: a DSPy/LiteLLM model string (or 'embedded[:name]'), with an optional server address.
+
+    Keys are read from the environment (``api_key_env``), never from the task file, so nothing secret
+    can end up in an artifact.
+    """
+
+    model: str = "embedded"
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class LMRolesSpec(_Strict):
+    generator: LMSpec = LMSpec()
+    verifier: LMSpec | None = None
+    refiner: LMSpec | None = None
+
+
+class TaskSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="used as the artifact folder name")
+    corpus: CorpusSpec
+    examples: list[Example] = Field(min_length=3, max_length=8)
+    task_definition: TaskDefinition | None = None
+    lms: LMRolesSpec | None = None
+
+    def resolve_paths(self, base: Path) -> "TaskSpec":
+        """Return a copy whose corpus path is absolute, relative paths read from the task file's folder."""
+        p = Path(self.corpus.path).expanduser()
+        if not p.is_absolute():
+            p = (base / p).resolve()
+        return self.model_copy(update={"corpus": self.corpus.model_copy(update={"path": str(p)})})
+
+
+def _loc(err: dict) -> str:
+    return ".".join(str(p) for p in err["loc"]) or "(top level)"
+
+
+def parse_task(data: object, *, source: str = "<task>") -> TaskSpec:
+    """Validate an already-parsed task mapping; errors name the source, the field and what is expected."""
+    if not isinstance(data, dict):
+        raise ConfigError("a task file must be a YAML mapping with name, corpus and examples", path=source)
+    try:
+        return TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
+        raise ConfigError(f"{first['msg']}{more}", path=source, field=_loc(first)) from None
+
+
+def load_task(path: str | Path) -> TaskSpec:
+    """Read and validate a task YAML file; the corpus path is resolved relative to the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("task file not found", path=path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=path,
+                          line=(mark.line + 1) if mark else None) from None
+    return parse_task(data, source=str(path)).resolve_paths(path.parent)
