@@ -1,0 +1,227 @@
+"""Versioned, checksummed, never-overwritten artifacts of compiled synthesis programs.
+
+Layout: ``<root>/<task>/<version>/{program.json, manifest.json, checksums.sha256}``. ``program.json`` is DSPy's
+own saved state; the version id is derived from the content; loading verifies everything and returns a
+frozen program whose rendered prompts equal the ones recorded at compile time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from syntra_dspy.errors import ArtifactError
+from syntra_dspy.programs.synthesis import STEP_NAMES, SynthesisProgram
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+KIND = "syntra-dspy/synthesis-program"
+CHECKSUMS = "checksums.sha256"
+PAYLOAD = ("program.json", "manifest.json")
+# Manifest keys that describe *how long* or *when*, not *what*: left out of the version id.
+_VOLATILE = {"version", "created_at", "seconds", "usage", "history"}
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _sample_inputs(step: dspy.Predict) -> dict[str, Any]:
+    return {name: f"{{{name}}}" for name in step.signature.input_fields}
+
+
+def render_prompts(program: SynthesisProgram) -> dict[str, dict[str, str]]:
+    """The system prompt every step sends (it holds the whole fixed instruction), with hashes."""
+    adapter = dspy.JSONAdapter()
+    out = {}
+    for name in STEP_NAMES:
+        step = getattr(program, name)
+        messages = adapter.format(step.signature, step.demos, _sample_inputs(step))
+        system = messages[0]["content"]
+        out[name] = {
+            "instructions_sha256": _sha256(step.signature.instructions.encode("utf-8")),
+            "system_prompt_sha256": _sha256(system.encode("utf-8")),
+            "system_prompt": system,
+        }
+    return out
+
+
+def compute_version(program_json: bytes, manifest: dict[str, Any]) -> str:
+    identity = {k: v for k, v in manifest.items() if k not in _VOLATILE}
+    return _sha256(program_json + b"\n" + canonical_json(identity))[:12]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A verified artifact: its frozen program, manifest, version and checksum."""
+
+    path: Path
+    program: SynthesisProgram
+    manifest: dict[str, Any]
+
+    @property
+    def version(self) -> str:
+        return self.manifest["version"]
+
+    @property
+    def task(self) -> str:
+        return self.manifest["task"]
+
+    @property
+    def checksum(self) -> str:
+        """sha256 of the checksum file: one value that pins every byte of the artifact."""
+        return _sha256((self.path / CHECKSUMS).read_bytes())
+
+
+def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str | Path) -> Path:
+    """Write a new version atomically and return its directory; an existing version is never overwritten."""
+    root = Path(root)
+    task = manifest["task"]
+    (root / task).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=root / task))
+    try:
+        program.save(str(tmp / "program.json"))
+        program_json = (tmp / "program.json").read_bytes()
+        manifest = {**manifest, "schema_version": SCHEMA_VERSION, "kind": KIND, "prompts": render_prompts(program)}
+        manifest["version"] = compute_version(program_json, manifest)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n",
+                                           encoding="utf-8")
+        lines = "".join(f"{_sha256((tmp / name).read_bytes())}  {name}\n" for name in PAYLOAD)
+        (tmp / CHECKSUMS).write_text(lines, encoding="utf-8")
+        final = root / task / manifest["version"]
+        if final.exists():
+            # Same content, same version: the existing directory is kept untouched and returned.
+            verify_artifact(final)
+            logger.info("version %s already exists with the same content; kept it unchanged", final)
+            return final
+        os.rename(tmp, final)
+        return final
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def verify_artifact(path: str | Path) -> dict[str, Any]:
+    """Check checksums, schema and version id; return the manifest. Raises ArtifactError naming the problem."""
+    path = Path(path)
+    if not (path / CHECKSUMS).is_file():
+        raise ArtifactError("not an artifact directory (no checksums.sha256)", path=path)
+    listed: dict[str, str] = {}
+    for n, line in enumerate((path / CHECKSUMS).read_text(encoding="utf-8").splitlines(), 1):
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64:
+            raise ArtifactError("malformed checksum line", path=path / CHECKSUMS, line=n)
+        listed[name] = digest
+    if set(listed) != set(PAYLOAD):
+        raise ArtifactError(f"checksums must list exactly {', '.join(PAYLOAD)}", path=path / CHECKSUMS)
+    for name, digest in listed.items():
+        file = path / name
+        if not file.is_file():
+            raise ArtifactError("file listed in checksums.sha256 is missing", path=file)
+        if _sha256(file.read_bytes()) != digest:
+            raise ArtifactError("checksum mismatch: the file was changed after compile", path=file,
+                                hint="recompile, or restore the artifact from where it was published")
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"manifest is not JSON: {exc}", path=path / "manifest.json") from None
+    if manifest.get("kind") != KIND:
+        raise ArtifactError(f"not a synthesis-program artifact (kind={manifest.get('kind')!r})",
+                            path=path / "manifest.json", field="kind")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ArtifactError(f"unsupported schema_version {manifest.get('schema_version')!r} "
+                            f"(this syntra-dspy reads {SCHEMA_VERSION})", path=path / "manifest.json",
+                            field="schema_version")
+    expected = compute_version((path / "program.json").read_bytes(), manifest)
+    if manifest.get("version") != expected:
+        raise ArtifactError("version id does not match the content", path=path / "manifest.json", field="version")
+    return manifest
+
+
+def load_artifact(path: str | Path) -> Artifact:
+    """Verify, rebuild the program from code plus program.json, check its prompts, and freeze it."""
+    path = Path(path)
+    manifest = verify_artifact(path)
+    program = SynthesisProgram(max_doc_chars=manifest.get("settings", {}).get("max_doc_chars", 1500))
+    try:
+        program.load(str(path / "program.json"))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ArtifactError(f"program.json does not fit this version's synthesis program: {exc}",
+                            path=path / "program.json") from None
+    rendered = render_prompts(program)
+    for name, recorded in manifest["prompts"].items():
+        if rendered.get(name, {}).get("system_prompt_sha256") != recorded["system_prompt_sha256"]:
+            raise ArtifactError(f"step '{name}' would send a different prompt than the one recorded at compile time",
+                                path=path, hint="install the syntra-dspy version named in the manifest")
+    return Artifact(path=path, program=program.freeze(), manifest=manifest)
+
+
+def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
+    rows = []
+    for manifest_path in sorted(Path(root).glob("*/*/manifest.json")):
+        try:
+            m = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        loops = {h["name"]: h for h in m.get("history", [])}
+        rows.append({
+            "task": m.get("task"), "version": m.get("version"), "created_at": m.get("created_at"),
+            "strategy": m.get("strategy"), "path": str(manifest_path.parent),
+            "passed": ",".join(f"{n}={'y' if h.get('passed') else 'n'}" for n, h in loops.items()),
+        })
+    return rows
+
+
+def component_texts(manifest: dict[str, Any], program_json: dict[str, Any]) -> dict[str, str]:
+    comp = program_json.get("components", {})
+    definition = comp.get("task_definition") or {}
+    return {
+        "task_definition": "\n".join(f"{k}: {v}" for k, v in sorted(definition.items())),
+        "idattr_guidance": comp.get("idattr_guidance", ""),
+        "query_instruction": comp.get("query_instruction", ""),
+        "annotation_instruction": comp.get("annotation_instruction", ""),
+    }
+
+
+def diff_texts(old: str, new: str, old_name: str, new_name: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=old_name, tofile=new_name))
+
+
+def diff_artifacts(a: str | Path, b: str | Path) -> str:
+    """Unified diff of every adapted component between two artifacts."""
+    texts = []
+    for path in (Path(a), Path(b)):
+        manifest = verify_artifact(path)
+        texts.append(component_texts(manifest, json.loads((path / "program.json").read_text(encoding="utf-8"))))
+    out = []
+    for key in texts[0]:
+        d = diff_texts(texts[0][key], texts[1][key], f"{a}:{key}", f"{b}:{key}")
+        out.append(d if d else f"= {key}: unchanged\n")
+    return "".join(out)
+
+
+def diff_attempts(manifest: dict[str, Any], loop: str, first: int = 1, last: int | None = None) -> str:
+    """Diff between two attempts of one loop in an artifact's compile history (default: first vs kept)."""
+    history = {h["name"]: h for h in manifest.get("history", [])}
+    if loop not in history:
+        raise ArtifactError(f"no loop named {loop!r}; the artifact has {', '.join(history) or 'none'}")
+    attempts = history[loop]["attempts"]
+    last = last or history[loop]["kept"]
+    a, b = attempts[first - 1], attempts[last - 1]
+    return diff_texts(a["instruction"], b["instruction"], f"{loop} attempt {first}", f"{loop} attempt {last}")

@@ -1,0 +1,79 @@
+"""``syntra artifacts list|show|verify|diff``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("artifacts", help="list, show, verify and diff compiled artifacts")
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    ls = sub.add_parser("list", help="list artifact versions under a root")
+    ls.add_argument("root", nargs="?", default="artifacts")
+    ls.set_defaults(func=_list)
+    show = sub.add_parser("show", help="print an artifact's manifest summary and instructions")
+    show.add_argument("path")
+    show.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+    show.set_defaults(func=_show)
+    verify = sub.add_parser("verify", help="check checksums, schema, version id and rendered prompts")
+    verify.add_argument("path")
+    verify.set_defaults(func=_verify)
+    diff = sub.add_parser("diff", help="instruction changes between two versions, or between two attempts of a loop")
+    diff.add_argument("a", help="artifact directory")
+    diff.add_argument("b", nargs="?", help="second artifact directory (omit with --loop)")
+    diff.add_argument("--loop", help="diff attempts of this loop inside artifact A (first vs kept)")
+    diff.add_argument("--attempts", nargs=2, type=int, metavar=("FIRST", "LAST"))
+    diff.set_defaults(func=_diff)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from syntra_dspy.artifacts import list_artifacts
+
+    rows = list_artifacts(args.root)
+    if not rows:
+        print(f"no artifacts under {args.root}")
+        return 0
+    for r in rows:
+        print(f"{r['task']}/{r['version']}  {r['created_at']}  {r['strategy']:<13} {r['passed']}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from syntra_dspy.artifacts import component_texts, verify_artifact
+    from syntra_dspy.cli.compile_cmd import summary
+
+    manifest = verify_artifact(args.path)
+    if args.json:
+        print(json.dumps(manifest, indent=2, ensure_ascii=False))
+        return 0
+    print(summary(manifest, args.path))
+    program = json.loads((Path(args.path) / "program.json").read_text(encoding="utf-8"))
+    for name, text in component_texts(manifest, program).items():
+        print(f"\n== {name} ==\n{text or '(empty)'}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from syntra_dspy.artifacts import load_artifact
+
+    artifact = load_artifact(args.path)
+    print(f"ok: {artifact.task}/{artifact.version} (checksum {artifact.checksum[:16]}…)")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from syntra_dspy.artifacts import diff_artifacts, diff_attempts, verify_artifact
+
+    if args.loop:
+        first, last = args.attempts or (1, None)
+        print(diff_attempts(verify_artifact(args.a), args.loop, first, last) or "(no change)")
+        return 0
+    if not args.b:
+        from syntra_dspy.errors import ConfigError
+
+        raise ConfigError("give two artifact directories, or one with --loop NAME")
+    print(diff_artifacts(args.a, args.b))
+    return 0

@@ -1,0 +1,67 @@
+"""``syntra compile TASK.yaml``: run test mode and write a new artifact version."""
+
+from __future__ import annotations
+
+import argparse
+
+from syntra_dspy.optimizers.settings import CompileSettings
+
+_SETTING_FLAGS = {
+    "max_attempts": int, "sample_docs": int, "queries_per_doc": int, "pass_threshold": int, "seed": int,
+    "annotation_candidates": int, "chunk_size": int, "max_doc_chars": int, "selection_tau": float,
+}
+
+
+def add_lm_flags(parser: argparse.ArgumentParser) -> None:
+    for role in ("generator", "verifier", "refiner"):
+        parser.add_argument(f"--{role}", metavar="MODEL[@API_BASE]",
+                            help=f"{role} LM: 'embedded[:NAME]' or a DSPy/LiteLLM model string, "
+                                 "optionally @ an OpenAI-compatible server address")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("compile", help="compile a task into a frozen, versioned synthesis program",
+                              description="Test mode: adapt the task's synthesis instructions and save an artifact.")
+    p.add_argument("task", help="task YAML file")
+    p.add_argument("--strategy", default="self-improve", help="self-improve (default) or none")
+    p.add_argument("--out", default="artifacts", help="artifact root (default: artifacts/)")
+    p.add_argument("--encoder", default=None, help="sentence-transformers model (default: all-MiniLM-L6-v2)")
+    p.add_argument("--index-dir", default=None, help="where to cache the corpus index")
+    p.add_argument("--keep", choices=("last", "best"), default=None, help="attempt a loop keeps when none passes")
+    p.add_argument("--selection-target", type=int, default=None, help="documents selected before sampling")
+    for name, kind in _SETTING_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+    add_lm_flags(p)
+    p.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> CompileSettings:
+    values = {name: getattr(args, name) for name in (*_SETTING_FLAGS, "keep", "selection_target")
+              if getattr(args, name, None) is not None}
+    return CompileSettings(**values)
+
+
+def lm_overrides(args: argparse.Namespace) -> dict[str, str]:
+    return {role: getattr(args, role) for role in ("generator", "verifier", "refiner") if getattr(args, role, None)}
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntra_dspy.compiler import compile_task
+
+    artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings_from_args(args),
+                            lm_overrides=lm_overrides(args), encoder=args.encoder, index_dir=args.index_dir)
+    print(summary(artifact.manifest, artifact.path))
+    return 0
+
+
+def summary(manifest: dict, path) -> str:
+    lines = [f"artifact {manifest['task']}/{manifest['version']} written to {path}",
+             f"strategy {manifest['strategy']}, {manifest['seconds']} s"]
+    usage = manifest.get("usage", {})
+    for loop in manifest.get("history", []):
+        scores = ", ".join("-" if a["score"] is None else f"{a['score']:g}" for a in loop["attempts"])
+        u = usage.get(loop["name"], {})
+        lines.append(f"  {loop['name']:<24} scores [{scores}] kept #{loop['kept']} "
+                     f"{'passed' if loop['passed'] else loop['stop_reason']}; "
+                     f"{u.get('calls', 0)} calls, {u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tokens")
+    return "\n".join(lines)

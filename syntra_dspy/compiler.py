@@ -1,0 +1,128 @@
+"""``compile_task``: task file → corpus, index and sample → test mode → a new artifact version."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import platform
+import random
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from syntra_dspy import __version__
+from syntra_dspy.artifacts import Artifact, canonical_json, load_artifact, save_artifact
+from syntra_dspy.corpus import Corpus, read_corpus
+from syntra_dspy.encoder import DEFAULT_ENCODER, load_encoder
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.index import CorpusIndex
+from syntra_dspy.lm.roles import LMRoles
+from syntra_dspy.lm.usage import UsageMeter
+from syntra_dspy.optimizers import STRATEGIES, CompileSettings
+from syntra_dspy.programs.components import ComponentState, FewShotPair
+from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.retrieval import IndexCandidates, default_index_dir
+from syntra_dspy.selection import select_diverse
+from syntra_dspy.task import TaskSpec, load_task
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_examples(spec: TaskSpec, corpus: Corpus, *, source: str = "task") -> tuple[FewShotPair, ...]:
+    """Turn the task's examples into (query, positive text) pairs; an unknown positive_id is an error."""
+    pairs = []
+    for n, ex in enumerate(spec.examples):
+        if ex.positive_id is not None:
+            doc = corpus.get(ex.positive_id)
+            if doc is None:
+                raise ConfigError(f"positive_id {ex.positive_id!r} is not in the corpus {spec.corpus.path}",
+                                  path=source, field=f"examples.{n}.positive_id")
+            pairs.append(FewShotPair(query=ex.query, positive_id=ex.positive_id, positive_text=doc.content))
+        else:
+            pairs.append(FewShotPair(query=ex.query, positive_text=ex.positive_text or ""))
+    return tuple(pairs)
+
+
+def fingerprint_examples(pairs: tuple[FewShotPair, ...]) -> str:
+    return hashlib.sha256(canonical_json([p.model_dump() for p in pairs])).hexdigest()
+
+
+def sample_documents(corpus: Corpus, index: CorpusIndex, pairs: tuple[FewShotPair, ...],
+                     settings: CompileSettings) -> tuple[list[str], int]:
+    """Diversity-aware selection (Algorithm 1), then a seeded sample of it for the trials.
+
+    The few-shot positives are excluded so trials show the verifier documents it has not seen as examples.
+    """
+    selected = select_diverse(index, target=settings.selection_target, tau=settings.selection_tau,
+                              seed=settings.seed)
+    exclude = {p.positive_id for p in pairs if p.positive_id}
+    pool = [doc_id for doc_id in selected if doc_id not in exclude]
+    rng = random.Random(settings.seed)
+    sample = rng.sample(pool, min(settings.sample_docs, len(pool)))
+    return sample, len(selected)
+
+
+def compile_task(
+    task: str | Path | TaskSpec,
+    *,
+    strategy: str = "self-improve",
+    out: str | Path = "artifacts",
+    settings: CompileSettings | None = None,
+    lms: LMRoles | None = None,
+    lm_overrides: dict[str, str] | None = None,
+    encoder: str | None = None,
+    index_dir: str | Path | None = None,
+    optimizer_kwargs: dict[str, Any] | None = None,
+) -> Artifact:
+    """Compile a task into a frozen, versioned synthesis program and return the loaded artifact."""
+    started = time.perf_counter()
+    source = str(task) if not isinstance(task, TaskSpec) else "<task>"
+    spec = task if isinstance(task, TaskSpec) else load_task(task)
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
+    settings = settings or CompileSettings()
+    corpus = read_corpus(spec.corpus.path, spec.corpus.format)
+    pairs = resolve_examples(spec, corpus, source=source)
+    enc = load_encoder(encoder or DEFAULT_ENCODER)
+    index = CorpusIndex.load_or_build(corpus, enc, index_dir or default_index_dir(corpus, enc))
+    sample_ids, n_selected = sample_documents(corpus, index, pairs, settings)
+    logger.info("compile %s: %d docs, %d selected, %d sampled for trials", spec.name, len(corpus), n_selected,
+                len(sample_ids))
+    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides)
+    meter = UsageMeter()
+    optimizer = STRATEGIES[strategy](settings=settings, lms=roles, meter=meter, **(optimizer_kwargs or {}))
+    student = SynthesisProgram(
+        ComponentState(task_definition=spec.task_definition, examples=pairs) if spec.task_definition else None,
+        max_doc_chars=settings.max_doc_chars,
+    )
+    program, report = optimizer.run(student, trainset=pairs, documents=[corpus[i] for i in sample_ids],
+                                    candidates=IndexCandidates(corpus, enc, index))
+    manifest = {
+        "task": spec.name,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "package": {"syntra_dspy": __version__, "dspy": dspy.__version__, "python": platform.python_version()},
+        "task_spec": spec.model_dump(mode="json"),
+        "task_definition": program.state.task_definition.model_dump(mode="json"),
+        "task_definition_source": "given" if spec.task_definition else "inferred",
+        "strategy": strategy,
+        "settings": settings.model_dump(mode="json"),
+        "optimizer": optimizer.get_params(),
+        "lms": roles.describe(),
+        "fingerprints": {
+            "examples": fingerprint_examples(pairs),
+            "corpus": corpus.fingerprint,
+            "encoder": enc.id,
+            "index": index.fingerprint,
+        },
+        "sample": {"selected": n_selected, "documents": sample_ids},
+        "history": [loop.to_dict() for loop in report.loops],
+        "usage": meter.snapshot(),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    path = save_artifact(program, json.loads(json.dumps(manifest, default=str)), out)
+    logger.info("wrote %s", path)
+    return load_artifact(path)

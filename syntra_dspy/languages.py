@@ -1,0 +1,46 @@
+"""Language names for prompts and a script check for generated text (no model needed)."""
+
+from __future__ import annotations
+
+import re
+
+_NAMES = {
+    "en": "English",
+    "zh": "Chinese (Simplified)",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "fr": "French",
+    "de": "German",
+    "es": "Spanish",
+    "ru": "Russian",
+    "fa": "Persian",
+    "ar": "Arabic",
+}
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+_CJK_LANGS = {"zh", "ja"}
+
+
+def language_name(code: str) -> str:
+    """Human-readable name for an ISO 639-1 code; unknown codes are shown as given."""
+    return _NAMES.get(code.lower(), code)
+
+
+def check_language(text: str, code: str) -> str | None:
+    """Return a problem description when ``text`` is visibly not in language ``code``, else None.
+
+    Only the script is checked (CJK versus Latin), which is what matters for the cross-language case:
+    English queries over Chinese documents must not come out in Chinese, and the reverse.
+    """
+    cjk = len(_CJK.findall(text))
+    latin = len(_LATIN.findall(text))
+    letters = cjk + latin
+    if letters == 0:
+        return "contains no words"
+    share_cjk = cjk / letters
+    code = code.lower()
+    if code in _CJK_LANGS and share_cjk < 0.5:
+        return f"is not written in {language_name(code)}"
+    if code not in _CJK_LANGS and code not in {"ko"} and share_cjk > 0.1:
+        return f"is not written in {language_name(code)} (it contains Chinese/Japanese characters)"
+    return None

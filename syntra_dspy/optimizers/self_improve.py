@@ -1,0 +1,286 @@
+"""SYNTRA's test mode: each instruction is adapted by its own generate → evaluate → refine loop."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import dspy
+from dspy.teleprompt import Teleprompter
+
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.optimizers import trials as tr
+from syntra_dspy.optimizers.loop import RefinementLoop, unevaluated
+from syntra_dspy.optimizers.report import CompileReport, Evaluation, LoopReport
+from syntra_dspy.optimizers.settings import CompileSettings
+from syntra_dspy.programs import context as ctx
+from syntra_dspy.programs.authoring import ROLE_OF, InstructionAuthor
+from syntra_dspy.programs.components import FewShotPair
+from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.task import TaskDefinition
+
+logger = logging.getLogger(__name__)
+
+LOOPS = ("task_definition", "idattr", "query_instruction", "annotation_instruction")
+_FENCE = re.compile(r"^```[a-zA-Z]*\n?|\n?```$")
+
+
+def clean_text(text: str | None) -> str:
+    """Strip code fences and surrounding whitespace from instruction text an LM wrote."""
+    return _FENCE.sub("", (text or "").strip()).strip()
+
+
+def _score(value: Any) -> int:
+    try:
+        return max(0, min(3, int(value)))
+    except (TypeError, ValueError):
+        return 0
+
+
+class SelfImprove(Teleprompter):
+    """Adapts the task definition (when inferred), the extraction guidance, the query instruction and the
+    annotation instruction of a ``SynthesisProgram``, each by its own loop, and records every attempt.
+
+    LLM verifiers score identifier/attribute and query trials 0-3 (pass at ``pass_threshold``); the annotation
+    loop passes when every few-shot positive is labelled positive among its retrieved candidates.
+    """
+
+    strategy = "self-improve"
+
+    def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
+                 author: InstructionAuthor | None = None) -> None:
+        super().__init__()
+        self.settings = settings or CompileSettings()
+        self.lms = lms
+        self.meter = meter
+        self.author = author or InstructionAuthor()
+        self.report: CompileReport | None = None
+
+    # -- the Teleprompter contract -----------------------------------------------------------------------
+    def compile(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair], teacher: Any = None,
+                valset: Any = None, documents: Sequence[tr.TrialDocument] = (),
+                candidates: tr.CandidateSource | None = None, **_: Any) -> SynthesisProgram:
+        program, self.report = self.run(student, trainset=trainset, documents=documents, candidates=candidates)
+        return program
+
+    def get_params(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, **self.settings.model_dump()}
+
+    def run(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair],
+            documents: Sequence[tr.TrialDocument], candidates: tr.CandidateSource | None
+            ) -> tuple[SynthesisProgram, CompileReport]:
+        """Compile and return the program together with a separate report of every loop."""
+        if not trainset:
+            raise ConfigError("test mode needs the task's few-shot examples")
+        if candidates is None:
+            raise ConfigError("test mode needs a candidate source for the annotation check")
+        started = time.perf_counter()
+        examples = tuple(trainset)
+        loops: list[LoopReport] = []
+        definition = student.state.task_definition
+        if definition is None:
+            definition, report = self.adapt_task_definition(examples)
+            loops.append(report)
+        program = SynthesisProgram(
+            student.state.model_copy(update={"task_definition": definition, "examples": examples}),
+            max_retries=student.max_retries, max_doc_chars=self.settings.max_doc_chars,
+        )
+        program, features, report = self.adapt_extraction(program, documents)
+        loops.append(report)
+        program, report = self.adapt_query_instruction(program, features)
+        loops.append(report)
+        program, report = self.adapt_annotation_instruction(program, candidates)
+        loops.append(report)
+        total = self.meter.snapshot() if self.meter is not None else {}
+        return program, CompileReport(self.strategy, self.get_params(), tuple(loops), total,
+                                      time.perf_counter() - started)
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def _call(self, name: str, **inputs: Any) -> dspy.Prediction:
+        lm = getattr(self.lms, ROLE_OF[name])
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            return getattr(self.author, name)(**inputs)
+
+    def _generating(self, fn, *args, **kwargs):
+        with dspy.context(lm=self.lms.generator, adapter=dspy.JSONAdapter()):
+            return fn(*args, **kwargs)
+
+    def _loop(self, name: str, **kw: Any) -> RefinementLoop:
+        s = self.settings
+        return RefinementLoop(name, max_attempts=s.max_attempts, keep=s.keep, meter=self.meter, **kw)
+
+    def _stage(self, name: str):
+        from contextlib import nullcontext
+
+        return self.meter.stage(name) if self.meter is not None else nullcontext()
+
+    # -- loop 0: task definition ---------------------------------------------------------------------------
+    def infer_task_definition(self, examples: Sequence[FewShotPair]) -> TaskDefinition:
+        pred = self._call("infer_task", examples=ctx.example_pairs(examples))
+        return _definition_from(pred)
+
+    def adapt_task_definition(self, examples: Sequence[FewShotPair]) -> tuple[TaskDefinition, LoopReport]:
+        pairs = ctx.example_pairs(examples)
+        with self._stage("task_definition"):
+            initial = self.infer_task_definition(examples)
+
+        def evaluate(definition: TaskDefinition, _: Any) -> Evaluation:
+            pred = self._call("judge_task", examples=pairs, task_definition=ctx.task_definition_text(definition))
+            score = _score(pred.score)
+            return Evaluation(score, score >= self.settings.pass_threshold, clean_text(pred.feedback))
+
+        def refine(definition: TaskDefinition, _: Any, ev: Evaluation) -> TaskDefinition:
+            pred = self._call("refine_task", examples=pairs, task_definition=ctx.task_definition_text(definition),
+                              feedback=ev.feedback)
+            try:
+                return _definition_from(pred)
+            except ValueError:
+                return definition
+
+        loop = self._loop("task_definition", generate=lambda d: None, evaluate=evaluate, refine=refine,
+                          describe=ctx.task_definition_text, threshold=self.settings.pass_threshold)
+        definition, _, report = loop.run(initial)
+        return definition, report
+
+    # -- loop 1: identifiers and attributes ------------------------------------------------------------------
+    def adapt_extraction(self, program: SynthesisProgram, documents: Sequence[tr.TrialDocument]
+                         ) -> tuple[SynthesisProgram, list[tr.FeatureTrial], LoopReport]:
+        task = ctx.task_context(program.state.task_definition)
+
+        def generate(guidance: str) -> list[tr.FeatureTrial]:
+            return self._generating(tr.run_extraction, program.with_components(idattr_guidance=guidance), documents)
+
+        def evaluate(_: str, trials: list[tr.FeatureTrial]) -> Evaluation:
+            failed = sum(t.features is None for t in trials)
+            if failed == len(trials):
+                return Evaluation(0, False, "No document produced a valid extraction: give identifiers copied from "
+                                  "the document and attribute dimensions with 2-4 options each.", {"failed": failed})
+            pred = self._call("judge_idattr", task_context=task,
+                              samples=tr.features_samples(trials, with_documents=True))
+            score = _score(pred.score)
+            return Evaluation(score, score >= self.settings.pass_threshold, clean_text(pred.feedback),
+                              {"failed": failed})
+
+        def refine(guidance: str, trials: list[tr.FeatureTrial], ev: Evaluation) -> str:
+            pred = self._call("refine_guidance", task_context=task, current_guidance=guidance, feedback=ev.feedback,
+                              samples=tr.features_samples(trials, with_documents=False))
+            return clean_text(pred.guidance) or guidance
+
+        if not self.evaluates:
+            return program, [], unevaluated("idattr", program.state.idattr_guidance)
+        guidance, trials, report = self._loop("idattr", generate=generate, evaluate=evaluate, refine=refine,
+                                              threshold=self.settings.pass_threshold).run(program.state.idattr_guidance)
+        return program.with_components(idattr_guidance=guidance), trials, report
+
+    # -- loop 2: the query instruction --------------------------------------------------------------------------
+    def draft_query_instruction(self, program: SynthesisProgram) -> str:
+        task = ctx.task_context(program.state.task_definition)
+        golden = ctx.example_queries(program.state.examples)
+        role = clean_text(self._call("draft_role", task_context=task, example_queries=golden).role_and_process)
+        style = clean_text(self._call("draft_style", task_context=task, example_queries=golden).style_guide)
+        return f"{role}\n\n{style}".strip()
+
+    def adapt_query_instruction(self, program: SynthesisProgram, features: list[tr.FeatureTrial]
+                                ) -> tuple[SynthesisProgram, LoopReport]:
+        s = self.settings
+        task = ctx.task_context(program.state.task_definition)
+        golden = ctx.example_queries(program.state.examples)
+        with self._stage("query_instruction"):
+            initial = program.state.query_instruction or self.draft_query_instruction(program)
+        if not self.evaluates:
+            return program.with_components(query_instruction=initial), unevaluated("query_instruction", initial)
+
+        def generate(instruction: str) -> list[tr.QueryTrial]:
+            return self._generating(tr.run_queries, program.with_components(query_instruction=instruction),
+                                    features, s.queries_per_doc)
+
+        def evaluate(instruction: str, trials: list[tr.QueryTrial]) -> Evaluation:
+            written = sum(len(t.queries) for t in trials)
+            details = {"queries": [q for t in trials for q in t.queries], "failed_docs": sum(bool(t.error) for t in trials)}
+            if written == 0:
+                return Evaluation(0, False, "No valid queries were produced; make the instruction simpler and "
+                                  "state the required output plainly.", details)
+            pred = self._call("judge_queries", task_context=task, golden_queries=golden,
+                              query_instruction=instruction,
+                              pairs=tr.query_pairs(trials, limit=s.judge_pairs, seed=s.seed))
+            score = _score(pred.score)
+            return Evaluation(score, score >= s.pass_threshold, clean_text(pred.feedback), details)
+
+        def refine(instruction: str, trials: list[tr.QueryTrial], ev: Evaluation) -> str:
+            pred = self._call("refine_query", task_context=task, golden_queries=golden,
+                              current_instruction=instruction, feedback=ev.feedback,
+                              pairs=tr.query_pairs(trials, limit=s.refine_pairs, seed=s.seed + 1))
+            return clean_text(pred.instruction) or instruction
+
+        instruction, _, report = self._loop("query_instruction", generate=generate, evaluate=evaluate,
+                                            refine=refine, threshold=s.pass_threshold).run(initial)
+        return program.with_components(query_instruction=instruction), report
+
+    # -- loop 3: the annotation instruction ----------------------------------------------------------------------
+    def draft_annotation_instruction(self, program: SynthesisProgram) -> str:
+        task = ctx.task_context(program.state.task_definition)
+        return clean_text(self._call("draft_annotation", task_context=task).instruction)
+
+    def adapt_annotation_instruction(self, program: SynthesisProgram, candidates: tr.CandidateSource
+                                     ) -> tuple[SynthesisProgram, LoopReport]:
+        s = self.settings
+        task = ctx.task_context(program.state.task_definition)
+        with self._stage("annotation_instruction"):
+            initial = program.state.annotation_instruction or self.draft_annotation_instruction(program)
+        if not self.evaluates:
+            return (program.with_components(annotation_instruction=initial),
+                    unevaluated("annotation_instruction", initial))
+
+        def generate(instruction: str) -> list[tr.LabelTrial]:
+            return self._generating(tr.run_labels, program.with_components(annotation_instruction=instruction),
+                                    program.state.examples, candidates, k=s.annotation_candidates,
+                                    chunk_size=s.chunk_size, seed=s.seed)
+
+        def evaluate(instruction: str, trials: list[tr.LabelTrial]) -> Evaluation:
+            return fewshot_positive_check(trials, explain=lambda text: clean_text(self._call(
+                "explain_mismatches", task_context=task, instruction=instruction, mismatches=text).feedback))
+
+        def refine(instruction: str, _: Any, ev: Evaluation) -> str:
+            pred = self._call("refine_annotation", task_context=task, current_instruction=instruction,
+                              feedback=ev.feedback)
+            return clean_text(pred.instruction) or instruction
+
+        instruction, _, report = self._loop("annotation_instruction", generate=generate, evaluate=evaluate,
+                                            refine=refine, threshold=1.0).run(initial)
+        return program.with_components(annotation_instruction=instruction), report
+
+    evaluates = True
+
+
+def fewshot_positive_check(trials: Sequence[tr.LabelTrial], explain=None) -> Evaluation:
+    """Score = share of few-shot positives labelled positive (2-3); a missing label counts as a mismatch.
+
+    Passes only when every positive is labelled positive. On failure ``explain(mismatches_text)`` turns the
+    mismatches into feedback for refinement.
+    """
+    total = len(trials)
+    hits = sum(1 for t in trials if t.positive_score is not None and t.positive_score >= 2)
+    labels = [
+        {"query": t.example.query, "positive_id": t.example.positive_id, "label": t.positive_score,
+         "candidate_scores": t.scores}
+        for t in trials
+    ]
+    score = hits / total if total else 0.0
+    if hits == total:
+        return Evaluation(score, True, "", {"labels": labels})
+    text = tr.mismatches_text(trials)
+    feedback = explain(text) if explain else text
+    return Evaluation(score, False, feedback or text, {"labels": labels, "mismatches": total - hits})
+
+
+def _definition_from(pred: dspy.Prediction) -> TaskDefinition:
+    return TaskDefinition(
+        query_type=clean_text(pred.query_type),
+        doc_type=clean_text(pred.doc_type),
+        relevance_definition=clean_text(pred.relevance_definition),
+        query_language=(clean_text(pred.query_language) or "en").lower()[:5],
+        document_language=(clean_text(pred.document_language) or "en").lower()[:5],
+    )

@@ -1,0 +1,26 @@
+"""Test-mode settings. Defaults follow the paper (3 attempts, 5 documents, pass at 2 of 3)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CompileSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(3, ge=1, le=20, description="attempts per loop, the initial trial included")
+    sample_docs: int = Field(5, ge=1, le=100, description="documents in each trial sample")
+    queries_per_doc: int = Field(2, ge=1, le=16, description="queries written per trial document")
+    pass_threshold: int = Field(2, ge=0, le=3, description="verifier score (0-3) that passes a loop")
+    keep: Literal["last", "best"] = Field("last", description="which attempt a loop keeps when none passes")
+    seed: int = 42
+    annotation_candidates: int = Field(8, ge=1, le=100, description="retrieved candidates per few-shot query")
+    chunk_size: int = Field(4, ge=1, le=50, description="candidates per annotation call")
+    judge_pairs: int = Field(5, ge=1, description="document/query pairs the verifier sees")
+    refine_pairs: int = Field(8, ge=1, description="document/query pairs the refiner sees")
+    max_doc_chars: int = Field(1500, ge=200, description="documents are clipped to this length in prompts")
+    selection_tau: float = Field(0.6, gt=0, le=1, description="diversity threshold for document selection")
+    selection_target: int | None = Field(200, ge=1, description="documents selected before sampling; None = all")
+    infer_task_definition: bool = Field(True, description="infer the task definition when the task file has none")

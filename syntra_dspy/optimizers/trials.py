@@ -1,0 +1,164 @@
+"""Trial runs of the synthesis steps on small samples, and their rendering for verifiers and refiners."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from syntra_dspy.errors import LMOutputError
+from syntra_dspy.programs import context as ctx
+from syntra_dspy.programs.components import FewShotPair
+from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.signatures.types import Blueprint
+from syntra_dspy.validation import Features
+
+logger = logging.getLogger(__name__)
+
+
+class TrialDocument(Protocol):
+    doc_id: str
+
+    @property
+    def content(self) -> str: ...
+
+
+class CandidateSource(Protocol):
+    """Retrieves candidate documents for a query: [(doc_id, text)], best first."""
+
+    def candidates(self, query: str, k: int) -> list[tuple[str, str]]: ...
+
+
+@dataclass
+class FeatureTrial:
+    doc: TrialDocument
+    features: Features | None
+    error: str | None = None
+
+
+@dataclass
+class QueryTrial:
+    doc: TrialDocument
+    blueprints: list[Blueprint] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class LabelTrial:
+    example: FewShotPair
+    candidate_ids: list[str]
+    scores: list[int | None]
+    positive_index: int
+
+    @property
+    def positive_score(self) -> int | None:
+        return self.scores[self.positive_index]
+
+
+def run_extraction(program: SynthesisProgram, docs: Sequence[TrialDocument]) -> list[FeatureTrial]:
+    trials = []
+    for doc in docs:
+        try:
+            trials.append(FeatureTrial(doc, program.extract_features(doc.content)))
+        except LMOutputError as exc:
+            trials.append(FeatureTrial(doc, None, str(exc)))
+    return trials
+
+
+def run_queries(program: SynthesisProgram, features: Sequence[FeatureTrial], per_doc: int) -> list[QueryTrial]:
+    """Plan every document first, then write every document: consecutive calls share a prompt prefix."""
+    trials = [QueryTrial(ft.doc) for ft in features if ft.features is not None]
+    feats = [ft.features for ft in features if ft.features is not None]
+    for trial, feat in zip(trials, feats):
+        try:
+            trial.blueprints = program.plan_blueprints(trial.doc.content, feat, per_doc)
+        except LMOutputError as exc:
+            trial.error = str(exc)
+    for trial in trials:
+        if trial.error or not trial.blueprints:
+            continue
+        try:
+            trial.queries = program.write_queries(trial.doc.content, trial.blueprints)
+        except LMOutputError as exc:
+            trial.error = str(exc)
+    return trials
+
+
+def run_labels(
+    program: SynthesisProgram,
+    examples: Sequence[FewShotPair],
+    source: CandidateSource,
+    *,
+    k: int,
+    chunk_size: int,
+    seed: int,
+) -> list[LabelTrial]:
+    """Label each few-shot query's retrieved candidates; its known positive is always among them.
+
+    When retrieval misses the positive, it replaces a candidate at a seeded position, so the check never
+    depends on the retriever and the positive does not always sit in the same slot.
+    """
+    rng = random.Random(seed)
+    trials = []
+    for ex in examples:
+        found = source.candidates(ex.query, k)
+        ids = [doc_id for doc_id, _ in found]
+        texts = [text for _, text in found]
+        key = ex.positive_id
+        if key is not None and key in ids:
+            pos = ids.index(key)
+        else:
+            pos = rng.randrange(min(k, len(ids) + 1))
+            ids.insert(pos, key or "(example positive)")
+            texts.insert(pos, ex.positive_text)
+            ids, texts = ids[:k], texts[:k]
+        scores: list[int | None] = [None] * len(ids)
+        for start in range(0, len(ids), chunk_size):
+            chunk = texts[start : start + chunk_size]
+            try:
+                scores[start : start + len(chunk)] = program.label_candidates(ex.query, chunk)
+            except LMOutputError as exc:
+                logger.warning("annotation chunk failed for %r: %s", ex.query[:60], exc)
+        trials.append(LabelTrial(ex, ids, scores, pos))
+    return trials
+
+
+# -- rendering -----------------------------------------------------------------------------------------
+def features_samples(trials: Sequence[FeatureTrial], *, with_documents: bool, max_doc_chars: int = 700) -> str:
+    blocks = []
+    for n, trial in enumerate(trials, 1):
+        head = f"### Sample {n}"
+        if with_documents:
+            head += f"\nDocument: {ctx.clip(trial.doc.content, max_doc_chars)}"
+        if trial.features is None:
+            blocks.append(f"{head}\n(no valid extraction: {trial.error})")
+            continue
+        idents = "; ".join(f"[{i.kind}] {i.text}" for i in trial.features.identifiers)
+        blocks.append(f"{head}\nIdentifiers: {idents}\nAttributes:\n{ctx.attributes_text(trial.features.attributes)}")
+    return "\n\n".join(blocks)
+
+
+def query_pairs(trials: Sequence[QueryTrial], *, limit: int, seed: int, max_doc_chars: int = 500) -> str:
+    pairs = [(t.doc, q) for t in trials for q in t.queries]
+    if len(pairs) > limit:
+        pairs = random.Random(seed).sample(pairs, limit)
+    return "\n\n".join(
+        f"{n}. Document: {ctx.clip(doc.content, max_doc_chars)}\n   Query: {query}" for n, (doc, query) in enumerate(pairs, 1)
+    )
+
+
+def mismatches_text(trials: Sequence[LabelTrial], max_doc_chars: int = 600) -> str:
+    lines = []
+    for n, t in enumerate(trials, 1):
+        score = t.positive_score
+        if score is not None and score >= 2:
+            continue
+        given = "no label (the annotator's answer was unusable)" if score is None else f"{score}"
+        lines.append(
+            f"{n}. Query: {t.example.query}\n   Known-relevant document: {ctx.clip(t.example.positive_text, max_doc_chars)}\n"
+            f"   Label given: {given} (expected 2 or 3)"
+        )
+    return "\n\n".join(lines)

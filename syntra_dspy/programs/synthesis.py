@@ -1,0 +1,208 @@
+"""The synthesis program: the four production steps and the instructions test mode adapts for them."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import dspy
+
+from syntra_dspy.errors import LMOutputError
+from syntra_dspy.languages import language_name
+from syntra_dspy.programs import context as ctx
+from syntra_dspy.programs.components import ComponentState, ProgramComponents
+from syntra_dspy.programs.step import Step
+from syntra_dspy.signatures import (
+    Blueprint,
+    ExtractIdentifiersAndAttributes,
+    JudgeCandidateRelevance,
+    PlanQueryBlueprints,
+    WriteQueriesFromBlueprints,
+)
+from syntra_dspy.validation import Features, OutputRejected, check_blueprints, check_labels, check_queries, clean_features
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: The steps of a synthesis program, in pipeline order (also the predictor names in program.json).
+STEP_NAMES = ("extract", "plan", "write", "annotate")
+
+
+def _base(signature: type[dspy.Signature]) -> str:
+    return signature.instructions
+
+
+def compose_instructions(state: ComponentState) -> dict[str, str]:
+    """Full instruction text of every step, from the components. Fixed text first, for prefix caching."""
+    if state.task_definition is None:
+        raise ValueError("a synthesis program needs a task definition before its instructions can be composed")
+    task = "## Task\n" + ctx.task_context(state.task_definition)
+    examples = "## Example queries for this task\n" + ctx.example_queries(state.examples)
+    extract = _base(ExtractIdentifiersAndAttributes) + "\n\n" + task
+    if state.idattr_guidance.strip():
+        extract += "\n\n## Extraction guidance for this task\n" + state.idattr_guidance.strip()
+    query_block = ""
+    if state.query_instruction.strip():
+        query_block = "\n\n## Query instruction for this task\n" + state.query_instruction.strip()
+    plan = _base(PlanQueryBlueprints) + "\n\n" + task + "\n\n" + examples + query_block
+    write = _base(WriteQueriesFromBlueprints) + "\n\n" + task + "\n\n" + examples + query_block
+    annotation = state.annotation_instruction.strip() or ("## Task\n" + ctx.task_context(state.task_definition))
+    annotate = annotation + "\n\n## Your answer\n" + _base(JudgeCandidateRelevance)
+    return {"extract": extract, "plan": plan, "write": write, "annotate": annotate}
+
+
+class SynthesisProgram(dspy.Module):
+    """Identifiers and attributes → blueprints → queries → relevance labels, driven by task-adapted instructions.
+
+    Every public step validates the LM's answer in code and retries with a repair note; what still fails
+    raises ``LMOutputError`` naming the stage, for the caller to record.
+    """
+
+    def __init__(self, state: ComponentState | None = None, *, max_retries: int = 2, max_doc_chars: int = 1500) -> None:
+        super().__init__()
+        self.components = ProgramComponents(state)
+        self.extract = Step(ExtractIdentifiersAndAttributes)
+        self.plan = Step(PlanQueryBlueprints)
+        self.write = Step(WriteQueriesFromBlueprints)
+        self.annotate = Step(JudgeCandidateRelevance)
+        self.max_retries = max_retries
+        self.max_doc_chars = max_doc_chars
+        if state is not None and state.task_definition is not None:
+            self._apply_instructions()
+
+    # -- state -------------------------------------------------------------------------------------------
+    @property
+    def state(self) -> ComponentState:
+        return self.components.state
+
+    def with_components(self, **changes: Any) -> "SynthesisProgram":
+        """A copy with some components replaced and every instruction recomposed (the only way to adapt)."""
+        clone = self.deepcopy()
+        clone.components.state = self.state.model_copy(update=changes)
+        clone._apply_instructions()
+        return clone
+
+    def _apply_instructions(self) -> None:
+        for name, text in compose_instructions(self.state).items():
+            step: Step = getattr(self, name)
+            step.signature = step.signature.with_instructions(text)
+
+    def instructions(self) -> dict[str, str]:
+        return {name: getattr(self, name).signature.instructions for name in STEP_NAMES}
+
+    def freeze(self) -> "SynthesisProgram":
+        for name in STEP_NAMES:
+            getattr(self, name).freeze()
+        object.__setattr__(self, "_frozen", True)
+        return self
+
+    @property
+    def frozen(self) -> bool:
+        return self.__dict__.get("_frozen", False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_frozen", False) and name in (*STEP_NAMES, "components"):
+            from syntra_dspy.errors import FrozenProgramError
+
+            raise FrozenProgramError(f"cannot replace '{name}' of a program loaded from an artifact")
+        super().__setattr__(name, value)
+
+    def __deepcopy__(self, memo: dict) -> "SynthesisProgram":
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            if key != "_frozen":
+                clone.__dict__[key] = copy.deepcopy(value, memo)
+        return clone
+
+    # -- validated steps ---------------------------------------------------------------------------------
+    def _retrying(self, stage: str, call: Callable[[str], T]) -> T:
+        note = ""
+        last: Exception | None = None
+        for _ in range(self.max_retries + 1):
+            try:
+                return call(note)
+            except OutputRejected as exc:
+                last, note = exc, f"Your previous answer was rejected: {exc}. Fix this and answer again."
+            except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
+                last, note = exc, "Your previous answer was not valid JSON for the required fields. Answer again."
+            logger.debug("stage %s rejected an answer: %s", stage, last)
+        raise LMOutputError(f"no valid answer after {self.max_retries + 1} tries: {last}", stage=stage)
+
+    def extract_features(self, document: str) -> Features:
+        doc = ctx.clip(document, self.max_doc_chars)
+
+        def call(note: str) -> Features:
+            pred = self.extract(document=doc, retry_note=note)
+            return clean_features(pred.identifiers, pred.attributes)
+
+        return self._retrying("extract", call)
+
+    def plan_blueprints(
+        self, document: str, features: Features, count: int, already: Sequence[Blueprint] = ()
+    ) -> list[Blueprint]:
+        """Exactly ``count`` valid, non-repeating blueprints (fewer only if the combinations run out)."""
+        doc = ctx.clip(document, self.max_doc_chars)
+        limit = len(features.identifiers)
+        for dim in features.attributes:
+            limit *= len(dim.options)
+        count = min(count, limit - len(already))
+        kept: list[Blueprint] = []
+
+        def call(note: str) -> list[Blueprint]:
+            need = count - len(kept)
+            used = [*already, *kept]
+            pred = self.plan(
+                document=doc,
+                identifiers=ctx.identifiers_text(features.identifiers),
+                attributes=ctx.attributes_text(features.attributes),
+                count=need,
+                already_used=ctx.blueprints_text(used) if used else "",
+                retry_note=note,
+            )
+            good, problems = check_blueprints(pred.blueprints or [], features, already=used)
+            kept.extend(good[:need])
+            if len(kept) < count:
+                detail = "; ".join(problems[:4]) or f"only {len(good)} blueprints given"
+                raise OutputRejected(f"{count - len(kept)} more blueprints needed ({detail})")
+            return kept
+
+        if count <= 0:
+            return []
+        return self._retrying("plan", call)
+
+    def write_queries(
+        self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = ()
+    ) -> list[str]:
+        doc = ctx.clip(document, self.max_doc_chars)
+        lang = self.state.task_definition.query_language if self.state.task_definition else "en"
+
+        def call(note: str) -> list[str]:
+            pred = self.write(
+                document=doc,
+                blueprints=ctx.blueprints_text(blueprints),
+                language=f"Write every query in {language_name(lang)}.",
+                retry_note=note,
+            )
+            return check_queries(pred.queries or [], blueprints, language=lang, avoid=avoid)
+
+        return self._retrying("write", call)
+
+    def label_candidates(self, query: str, candidates: Sequence[str]) -> list[int]:
+        """One 0-3 score per candidate text, in the order given (local ids are positions)."""
+        shown = ctx.candidates_text(candidates, self.max_doc_chars)
+
+        def call(note: str) -> list[int]:
+            pred = self.annotate(query=query, candidates=shown, retry_note=note)
+            return check_labels(pred.judgements or [], len(candidates))
+
+        return self._retrying("annotate", call)
+
+    def forward(self, document: str, count: int = 2) -> dspy.Prediction:
+        """Document → features, blueprints and queries (annotation needs a retriever, so it is separate)."""
+        features = self.extract_features(document)
+        blueprints = self.plan_blueprints(document, features, count)
+        queries = self.write_queries(document, blueprints)
+        return dspy.Prediction(features=features, blueprints=blueprints, queries=queries)

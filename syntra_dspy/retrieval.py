@@ -1,0 +1,27 @@
+"""Candidate retrieval from the full-corpus index, shared by compile (annotation check) and production."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from syntra_dspy.corpus import Corpus
+from syntra_dspy.encoder import Encoder
+from syntra_dspy.index import CorpusIndex, index_fingerprint
+
+
+def default_index_dir(corpus: Corpus, encoder: Encoder, root: str | Path = ".syntra/index") -> Path:
+    """Where an index for this corpus and encoder is cached unless the user says otherwise."""
+    return Path(root) / index_fingerprint(corpus, encoder)[:16]
+
+
+class IndexCandidates:
+    """Top-k documents for a query: [(doc_id, text)], best first, from exact inner-product search."""
+
+    def __init__(self, corpus: Corpus, encoder: Encoder, index: CorpusIndex) -> None:
+        self.corpus, self.encoder, self.index = corpus, encoder, index
+
+    def candidates(self, query: str, k: int) -> list[tuple[str, str]]:
+        return [(doc_id, self.corpus[doc_id].content) for doc_id, _ in self.search([query], k)[0]]
+
+    def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
+        return self.index.search(self.encoder.encode_queries(queries), k)

@@ -1,0 +1,58 @@
+"""Build, apply, diagnose and revise the relevance-annotation instruction."""
+
+from __future__ import annotations
+
+import dspy
+
+from syntra_dspy.signatures.types import CandidateLabel
+
+
+class DraftAnnotationInstruction(dspy.Signature):
+    """You write the system instruction for an annotator who labels candidate documents for a query of this task.
+
+    The instruction must cover: the task context (what the queries are, what the documents are); the relevance
+    criterion, stated as the conditions a document must meet for this task's queries; and the four-point scale
+    with a task-specific test for each score: 3 meets every condition directly; 2 meets the conditions with
+    weaker or partial support, still a correct answer; 1 looks related (same topic, same entities) but fails a
+    required condition; 0 unrelated to the information need. Push the annotator to decide from the specific
+    query-document relationship, not from shared words, and to judge every candidate independently of its
+    position in the list. Output only the instruction text."""
+
+    task_context: str = dspy.InputField()
+    instruction: str = dspy.OutputField()
+
+
+class JudgeCandidateRelevance(dspy.Signature):
+    """Label every candidate document for the query on the 0-3 relevance scale defined above, one label per
+    local doc_id shown, judging each candidate on its own merits."""
+
+    query: str = dspy.InputField()
+    candidates: str = dspy.InputField(desc="candidates, each introduced by its local doc_id")
+    retry_note: str = dspy.InputField(desc="empty, or what was wrong with the previous answer")
+    judgements: list[CandidateLabel] = dspy.OutputField()
+
+
+class ExplainAnnotationMismatches(dspy.Signature):
+    """An annotator following the instruction below labelled documents that are known to be relevant as not
+    relevant (or left them unlabelled). For each mismatch, explain which part of the instruction led to the
+    wrong label (a condition that is too strict, a missing case, a misleading test) and what the instruction
+    should say instead. Also state what should still separate a hard negative (related but failing a required
+    condition) from an easy negative (unrelated). Be concrete and general: the advice must hold for other
+    queries of this task."""
+
+    task_context: str = dspy.InputField()
+    instruction: str = dspy.InputField()
+    mismatches: str = dspy.InputField(desc="query, known-relevant document, label given")
+    feedback: str = dspy.OutputField()
+
+
+class RefineAnnotationInstruction(dspy.Signature):
+    """You revise the annotation instruction so that the documents known to be relevant are labelled 2 or 3,
+    following the diagnosis. Keep the task context and the 0-3 scale, keep what works, rewrite the relevance
+    conditions the diagnosis shows to be wrong, and keep clear criteria for 1 (related but failing a required
+    condition) versus 0 (unrelated). Output only the revised instruction text."""
+
+    task_context: str = dspy.InputField()
+    current_instruction: str = dspy.InputField()
+    feedback: str = dspy.InputField()
+    instruction: str = dspy.OutputField()

@@ -1,0 +1,39 @@
+"""Plan query blueprints and write one query per blueprint (production stages)."""
+
+from __future__ import annotations
+
+import dspy
+
+from syntra_dspy.signatures.types import Blueprint, WrittenQuery
+
+
+class PlanQueryBlueprints(dspy.Signature):
+    """You plan search queries for a document without writing them yet.
+
+    Produce exactly `count` blueprints. Each blueprint picks exactly one identifier, copied character for
+    character from the identifier list, and exactly one option for every attribute dimension, copied from that
+    dimension's options. Spread the blueprints over different identifiers and different options, and never
+    repeat an identifier-and-options combination, including those listed as already used."""
+
+    document: str = dspy.InputField()
+    identifiers: str = dspy.InputField(desc="numbered identifier list")
+    attributes: str = dspy.InputField(desc="dimension: options")
+    count: int = dspy.InputField()
+    already_used: str = dspy.InputField(desc="blueprints planned earlier for this document; may be empty")
+    retry_note: str = dspy.InputField(desc="empty, or what was wrong with the previous answer")
+    blueprints: list[Blueprint] = dspy.OutputField()
+
+
+class WriteQueriesFromBlueprints(dspy.Signature):
+    """You write search queries for a retrieval task, one per blueprint, in the blueprints' order.
+
+    Each query targets its blueprint's identifier and visibly expresses every chosen attribute option, in the
+    style of the example queries and the task's query instruction. Write as the searcher would, who has not
+    seen the document: do not copy its sentences. Never change a blueprint, and never put the blueprint's
+    labels into the query text."""
+
+    document: str = dspy.InputField()
+    blueprints: str = dspy.InputField(desc="numbered blueprints")
+    language: str = dspy.InputField(desc="the language every query must be written in")
+    retry_note: str = dspy.InputField(desc="empty, or what was wrong with the previous answer")
+    queries: list[WrittenQuery] = dspy.OutputField()

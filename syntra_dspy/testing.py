@@ -1,0 +1,172 @@
+"""A scripted "brain" that answers every syntra-dspy signature offline, with prompt-dependent answers.
+
+It lets tests (ours and users') run compile and production end to end with no model, while the optimizer's
+behaviour is really exercised: outputs change when instructions change, and the verifiers' scores depend on
+those outputs. The markers below are what the brain's refiners add and what its generators react to.
+
+- extraction yields relationship identifiers only when the extraction instructions contain ``GUIDANCE_MARK``;
+  the identifier/attribute verifier scores 3 when relationships are present, else 1;
+- queries are short claims when the query instruction contains ``STYLE_MARK``, else questions; the query
+  verifier scores 3 for claims, 1 for questions;
+- the annotator labels a candidate 2 when the annotation instruction contains ``LENIENT_MARK`` and the
+  candidate shares a content word with the query, else 1 (or 0 without shared words);
+- refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM
+
+GUIDANCE_MARK = "Prefer relationships stated as findings."
+STYLE_MARK = "Write each query as a short declarative claim, never a question."
+LENIENT_MARK = "A document reporting evidence about the claim's finding is relevant (2 or 3)."
+_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\Z)", re.DOTALL)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{3,}")
+_STOP = {"that", "with", "from", "this", "were", "have", "been", "does", "what", "which", "their", "about", "into"}
+
+
+def fields_of(text: str) -> dict[str, str]:
+    """Input fields of a JSONAdapter/ChatAdapter user message, by name."""
+    return {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text)}
+
+
+def content_words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if w.lower() not in _STOP}
+
+
+@dataclass
+class SyntraBrain:
+    """Callable responder for ``ScriptedLM``; counts the calls it answers per signature."""
+
+    stubborn: bool = False
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, call: ScriptedCall) -> dict[str, Any]:
+        inputs = fields_of(call.user)
+        outputs = set(call.output_fields)
+        name, answer = self._route(call.system, inputs, outputs)
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return answer
+
+    # -- routing on output and input field names ---------------------------------------------------------
+    def _route(self, system: str, inputs: dict[str, str], outputs: set[str]) -> tuple[str, dict[str, Any]]:
+        if "judgements" in outputs:
+            return "annotate", self.annotate(system, inputs)
+        if "queries" in outputs:
+            return "write", self.write(system, inputs)
+        if "blueprints" in outputs:
+            return "plan", self.plan(inputs)
+        if "identifiers" in outputs:
+            return "extract", self.extract(system, inputs)
+        if "query_type" in outputs:
+            refined = "feedback" in inputs and not self.stubborn
+            return ("refine_task" if "feedback" in inputs else "infer_task"), self.definition(refined)
+        if outputs == {"score", "feedback"}:
+            if "pairs" in inputs:
+                return "judge_queries", self.judge_queries(inputs)
+            if "samples" in inputs:
+                return "judge_idattr", self.judge_idattr(inputs)
+            specific = "supports or refutes" in inputs.get("task_definition", "")
+            return "judge_task", {"score": 3 if specific else 1,
+                                  "feedback": "ok" if specific else "The criterion is too generic."}
+        if "guidance" in outputs:
+            extra = "" if self.stubborn else f"\n- {GUIDANCE_MARK}"
+            return "refine_guidance", {"guidance": (inputs.get("current_guidance", "") + extra).strip() or "- Be precise."}
+        if "role_and_process" in outputs:
+            return "draft_role", {"role_and_process": "Synthesizer role: a researcher checking a claim.\n"
+                                                      "Query extraction process: 1. pick a finding."}
+        if "style_guide" in outputs:
+            return "draft_style", {"style_guide": "Linguistic DNA: concise.\nNegative constraints: no copying."}
+        if "instruction" in outputs and "golden_queries" in inputs:
+            extra = "" if self.stubborn else f"\n{STYLE_MARK}"
+            return "refine_query", {"instruction": inputs.get("current_instruction", "") + extra}
+        if "instruction" in outputs and "current_instruction" in inputs:
+            extra = "" if self.stubborn else f"\n{LENIENT_MARK}"
+            return "refine_annotation", {"instruction": inputs.get("current_instruction", "") + extra}
+        if "instruction" in outputs:
+            return "draft_annotation", {"instruction": "Label each candidate 0-3. Only a document that states "
+                                                       "the exact claim word for word is relevant."}
+        if outputs == {"feedback"}:
+            return "explain_mismatches", {"feedback": "The instruction demands verbatim statements; accept "
+                                                      "documents that report evidence on the claim."}
+        raise LookupError(f"SyntraBrain has no answer for outputs {sorted(outputs)}")
+
+    # -- answers ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def definition(refined: bool) -> dict[str, Any]:
+        criterion = "it reports evidence that supports or refutes the claim" if refined else "it is about the claim"
+        return {"query_type": "biomedical research claim", "doc_type": "scientific paper abstract",
+                "relevance_definition": f"Given a query (biomedical research claim) and a document (scientific "
+                                        f"paper abstract), the document is relevant if {criterion}.",
+                "query_language": "en", "document_language": "en"}
+
+    @staticmethod
+    def extract(system: str, inputs: dict[str, str]) -> dict[str, Any]:
+        words = [w for w in _WORD.findall(inputs.get("document", "")) if w.lower() not in _STOP][:6] or ["topic"]
+        kind = "relationship" if GUIDANCE_MARK in system else "entity"
+        identifiers = [{"kind": kind, "text": w} for w in dict.fromkeys(words)]
+        attributes = [{"dimension": "specificity", "options": ["broad", "specific"]},
+                      {"dimension": "stance", "options": ["supporting", "refuting"]}]
+        return {"identifiers": identifiers, "attributes": attributes}
+
+    @staticmethod
+    def judge_idattr(inputs: dict[str, str]) -> dict[str, Any]:
+        ok = "[relationship]" in inputs.get("samples", "")
+        return {"score": 3 if ok else 1, "feedback": "good" if ok else "Identifiers miss the stated findings."}
+
+    @staticmethod
+    def plan(inputs: dict[str, str]) -> dict[str, Any]:
+        idents = re.findall(r"^\d+\. (.+)$", inputs.get("identifiers", ""), re.MULTILINE)
+        dims = re.findall(r"^- ([^:]+): (.+)$", inputs.get("attributes", ""), re.MULTILINE)
+        used = inputs.get("already_used", "")
+        count = int(inputs.get("count", "1") or 1)
+        plans = []
+        for ident in idents:
+            for flip in (0, 1):
+                choices = [{"dimension": d, "option": opts.split(" | ")[flip % len(opts.split(' | '))]}
+                           for d, opts in dims]
+                label = f"identifier: {ident}; " + "; ".join(f"{c['dimension']} = {c['option']}" for c in choices)
+                if label in used:
+                    continue
+                plans.append({"identifier": ident, "choices": choices})
+                if len(plans) == count:
+                    return {"blueprints": plans}
+        return {"blueprints": plans}
+
+    @staticmethod
+    def write(system: str, inputs: dict[str, str]) -> dict[str, Any]:
+        lines = re.findall(r"^(\d+)\. identifier: ([^;]+);(.*)$", inputs.get("blueprints", ""), re.MULTILINE)
+        claim = STYLE_MARK in system
+        queries = []
+        for pos, ident, rest in lines:
+            opts = " ".join(o.split(" = ")[1] for o in rest.split(";") if " = " in o)
+            text = f"{ident} has {opts} effects" if claim else f"What is known about {ident} ({opts})?"
+            queries.append({"blueprint": int(pos), "query": text})
+        return {"queries": queries}
+
+    @staticmethod
+    def judge_queries(inputs: dict[str, str]) -> dict[str, Any]:
+        questions = len(re.findall(r"Query: .*\?$", inputs.get("pairs", ""), re.MULTILINE))
+        return {"score": 1 if questions else 3,
+                "feedback": "Queries are questions; the examples are claims." if questions else "good"}
+
+    @staticmethod
+    def annotate(system: str, inputs: dict[str, str]) -> dict[str, Any]:
+        query = content_words(inputs.get("query", ""))
+        docs = re.findall(r"\[doc_id (\d+)\] (.*?)(?=\n\n\[doc_id \d+\]|\Z)", inputs.get("candidates", ""), re.DOTALL)
+        lenient = LENIENT_MARK in system
+        labels = []
+        for local, text in docs:
+            overlap = len(query & content_words(text))
+            score = (2 if lenient else 1) if overlap >= 2 else (1 if overlap else 0)
+            labels.append({"doc_id": int(local), "score": score})
+        return {"judgements": labels}
+
+
+def scripted_lm(brain: SyntraBrain | None = None, **kwargs: Any) -> ScriptedLM:
+    """A ``ScriptedLM`` answering with ``brain`` (a fresh ``SyntraBrain`` by default)."""
+    return ScriptedLM(brain or SyntraBrain(), **kwargs)

@@ -1,0 +1,176 @@
+"""Code checks for every structured LM output. A failed check becomes a repair note for the retry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from syntra_dspy.languages import check_language
+from syntra_dspy.signatures.types import (
+    AttributeChoice,
+    AttributeDimension,
+    Blueprint,
+    CandidateLabel,
+    Identifier,
+    WrittenQuery,
+)
+
+
+class OutputRejected(ValueError):
+    """An LM answer broke a rule; ``str(err)`` is phrased as an instruction for the retry."""
+
+
+@dataclass(frozen=True)
+class Features:
+    """Identifiers and attribute dimensions extracted from one document, after cleaning."""
+
+    identifiers: tuple[Identifier, ...]
+    attributes: tuple[AttributeDimension, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "identifiers": [i.model_dump() for i in self.identifiers],
+            "attributes": [a.model_dump() for a in self.attributes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Features":
+        return cls(
+            tuple(Identifier.model_validate(i) for i in data["identifiers"]),
+            tuple(AttributeDimension.model_validate(a) for a in data["attributes"]),
+        )
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).strip().lower()
+
+
+def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[AttributeDimension]) -> Features:
+    """Drop empty and duplicate identifiers, dimensions and options; reject what is left unusable."""
+    seen: set[str] = set()
+    idents = []
+    for ident in identifiers or []:
+        key = _norm(ident.text)
+        if key and key not in seen:
+            seen.add(key)
+            idents.append(Identifier(kind=ident.kind, text=" ".join(ident.text.split())))
+    dims = []
+    seen_dims: set[str] = set()
+    for dim in attributes or []:
+        name = " ".join(dim.dimension.split())
+        options: list[str] = []
+        for opt in dim.options:
+            opt = " ".join(opt.split())
+            if opt and _norm(opt) not in {_norm(o) for o in options}:
+                options.append(opt)
+        if name and _norm(name) not in seen_dims and len(options) >= 2:
+            seen_dims.add(_norm(name))
+            dims.append(AttributeDimension(dimension=name, options=options[:4]))
+    problems = []
+    if not idents:
+        problems.append("give at least one identifier taken from the document")
+    if not dims:
+        problems.append("give at least one attribute dimension with 2-4 distinct options")
+    if problems:
+        raise OutputRejected("; ".join(problems))
+    return Features(tuple(idents), tuple(dims))
+
+
+def check_blueprints(
+    proposed: Sequence[Blueprint], features: Features, *, already: Sequence[Blueprint] = ()
+) -> tuple[list[Blueprint], list[str]]:
+    """Keep the blueprints that follow the rules, in canonical spelling; return them and the problems found.
+
+    Rules: exactly one identifier copied from the list; exactly one option for every dimension, taken from
+    that dimension; no combination repeated (within the answer or against ``already``).
+    """
+    ident_by_key = {_norm(i.text): i.text for i in features.identifiers}
+    dims = {_norm(d.dimension): d for d in features.attributes}
+    used = {bp.key() for bp in already}
+    kept: list[Blueprint] = []
+    problems: list[str] = []
+    for n, bp in enumerate(proposed):
+        ident = ident_by_key.get(_norm(bp.identifier))
+        if ident is None:
+            problems.append(f"blueprint {n}: identifier '{bp.identifier}' is not in the list (copy it exactly)")
+            continue
+        chosen: dict[str, AttributeChoice] = {}
+        bad = False
+        for choice in bp.choices:
+            dim = dims.get(_norm(choice.dimension))
+            if dim is None:
+                problems.append(f"blueprint {n}: '{choice.dimension}' is not one of the attribute dimensions")
+                bad = True
+                break
+            option = next((o for o in dim.options if _norm(o) == _norm(choice.option)), None)
+            if option is None:
+                problems.append(f"blueprint {n}: '{choice.option}' is not an option of '{dim.dimension}'")
+                bad = True
+                break
+            if _norm(dim.dimension) in chosen:
+                problems.append(f"blueprint {n}: dimension '{dim.dimension}' chosen twice")
+                bad = True
+                break
+            chosen[_norm(dim.dimension)] = AttributeChoice(dimension=dim.dimension, option=option)
+        if bad:
+            continue
+        missing = [d.dimension for k, d in dims.items() if k not in chosen]
+        if missing:
+            problems.append(f"blueprint {n}: choose an option for {', '.join(missing)}")
+            continue
+        canon = Blueprint(identifier=ident, choices=[chosen[k] for k in dims])
+        if canon.key() in used:
+            problems.append(f"blueprint {n}: repeats an identifier-and-options combination already used")
+            continue
+        used.add(canon.key())
+        kept.append(canon)
+    return kept, problems
+
+
+def check_queries(
+    written: Sequence[WrittenQuery], blueprints: Sequence[Blueprint], *, language: str, avoid: Sequence[str] = ()
+) -> list[str]:
+    """Return one query per blueprint, in order, or raise with what to fix."""
+    if len(written) != len(blueprints):
+        raise OutputRejected(f"write exactly {len(blueprints)} queries, one per blueprint; got {len(written)}")
+    by_position: dict[int, str] = {}
+    use_index = sorted(w.blueprint for w in written) == list(range(len(blueprints)))
+    problems: list[str] = []
+    seen = {_norm(q) for q in avoid}
+    for pos, item in enumerate(written):
+        slot = item.blueprint if use_index else pos
+        text = " ".join(item.query.split()).strip().strip('"').strip()
+        if not text:
+            problems.append(f"query for blueprint {slot} is empty")
+            continue
+        lang_problem = check_language(text, language)
+        if lang_problem:
+            problems.append(f"query for blueprint {slot} {lang_problem}; write it in the requested language")
+            continue
+        if _norm(text) in seen:
+            problems.append(f"query for blueprint {slot} duplicates another query")
+            continue
+        seen.add(_norm(text))
+        by_position[slot] = text
+    if problems:
+        raise OutputRejected("; ".join(problems))
+    return [by_position[i] for i in range(len(blueprints))]
+
+
+def check_labels(labels: Sequence[CandidateLabel], n_candidates: int) -> list[int]:
+    """Return one 0-3 score per candidate (local order), or raise naming missing, unknown or repeated ids."""
+    scores: dict[int, int] = {}
+    problems: list[str] = []
+    for label in labels:
+        if not 0 <= label.doc_id < n_candidates:
+            problems.append(f"doc_id {label.doc_id} was not shown (valid ids: 0-{n_candidates - 1})")
+        elif label.doc_id in scores:
+            problems.append(f"doc_id {label.doc_id} labelled more than once")
+        else:
+            scores[label.doc_id] = label.score
+    missing = [i for i in range(n_candidates) if i not in scores]
+    if missing:
+        problems.append(f"label every candidate exactly once; missing doc_id {', '.join(map(str, missing))}")
+    if problems:
+        raise OutputRejected("; ".join(problems))
+    return [scores[i] for i in range(n_candidates)]

@@ -1,0 +1,67 @@
+"""SelfImprove and NoRefinement against the scripted brain: the loops really react to instructions."""
+
+from __future__ import annotations
+
+import pytest
+
+from syntra_dspy.testing import GUIDANCE_MARK, LENIENT_MARK, STYLE_MARK, SyntraBrain
+
+from helpers import compile_mini
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("index")
+
+
+def test_self_improve_passes_each_loop_after_one_refinement(tmp_path, index_dir):
+    artifact, brain = compile_mini(tmp_path, index_dir=index_dir)
+    history = {h["name"]: h for h in artifact.manifest["history"]}
+    assert list(history) == ["task_definition", "idattr", "query_instruction", "annotation_instruction"]
+    for loop in history.values():
+        assert loop["stop_reason"] == "passed" and loop["kept"] == 2
+        assert len(loop["attempts"]) == 2 and loop["attempts"][0]["passed"] is False
+        assert loop["attempts"][0]["feedback"]
+    assert [a["score"] for a in history["annotation_instruction"]["attempts"]] == [0.0, 1.0]
+    state = artifact.program.state
+    assert GUIDANCE_MARK in state.idattr_guidance
+    assert STYLE_MARK in state.query_instruction
+    assert LENIENT_MARK in state.annotation_instruction
+    assert "supports or refutes" in state.task_definition.relevance_definition
+    # the refined instructions are what the program's steps now send
+    assert STYLE_MARK in artifact.program.write.signature.instructions
+    assert LENIENT_MARK in artifact.program.annotate.signature.instructions
+    assert brain.calls["refine_query"] == 1 and brain.calls["refine_annotation"] == 1
+
+
+def test_stubborn_brain_runs_to_attempt_limit_and_records_everything(tmp_path, index_dir):
+    artifact, brain = compile_mini(tmp_path, brain=SyntraBrain(stubborn=True), index_dir=index_dir, max_attempts=3)
+    for loop in artifact.manifest["history"]:
+        assert loop["stop_reason"] == "attempt_limit" and len(loop["attempts"]) == 3 and loop["kept"] == 3
+    assert brain.calls["refine_query"] == 2  # refined after attempts 1 and 2, never after the last
+
+
+def test_keep_best_with_attempt_limit(tmp_path, index_dir):
+    artifact, _ = compile_mini(tmp_path, brain=SyntraBrain(stubborn=True), index_dir=index_dir,
+                               max_attempts=2, keep="best")
+    for loop in artifact.manifest["history"]:
+        scores = [a["score"] for a in loop["attempts"]]
+        best = max(range(len(scores)), key=lambda i: (scores[i], i)) + 1
+        assert loop["kept"] == best
+
+
+def test_no_refinement_uses_initial_instructions_only(tmp_path, index_dir):
+    artifact, brain = compile_mini(tmp_path, strategy="none", index_dir=index_dir)
+    assert all(h["stop_reason"] == "not_evaluated" for h in artifact.manifest["history"])
+    assert not any(name.startswith(("judge", "refine")) for name in brain.calls)
+    assert "extract" not in brain.calls and "annotate" not in brain.calls
+    assert STYLE_MARK not in artifact.program.state.query_instruction
+
+
+def test_usage_is_recorded_per_loop(tmp_path, index_dir):
+    artifact, _ = compile_mini(tmp_path, index_dir=index_dir)
+    usage = artifact.manifest["usage"]
+    for loop in artifact.manifest["history"]:
+        stage = usage[loop["name"]]
+        assert stage["calls"] > 0 and stage["prompt_tokens"] > 0 and stage["completion_tokens"] > 0
+        assert sum(a["usage"].get("calls", 0) for a in loop["attempts"]) <= stage["calls"]
