@@ -1,0 +1,48 @@
+"""LM backends: the embedded llama.cpp model, served models, the scripted fake, roles and usage metering."""
+
+from __future__ import annotations
+
+from syntra_dspy.lm.embedded import (
+    DEFAULT_EMBEDDED_MODEL,
+    EMBEDDED_MODELS,
+    EmbeddedModel,
+    LlamaCppEngine,
+    ensure_gguf,
+    get_embedded_model,
+    release_models,
+)
+from syntra_dspy.lm.openai_server import OpenAICompatibleServer
+from syntra_dspy.lm.roles import LMRoles, build_lm, describe_lm, parse_lm_flag, sanitize_api_base
+from syntra_dspy.lm.scripted import (
+    NoScriptedAnswerError,
+    RuleResponder,
+    ScriptedCall,
+    ScriptedEngine,
+    ScriptedLM,
+)
+from syntra_dspy.lm.usage import StageUsage, UsageMeter, current_stage, submit_in_context
+
+__all__ = [
+    "DEFAULT_EMBEDDED_MODEL",
+    "EMBEDDED_MODELS",
+    "EmbeddedModel",
+    "LMRoles",
+    "LlamaCppEngine",
+    "NoScriptedAnswerError",
+    "OpenAICompatibleServer",
+    "RuleResponder",
+    "ScriptedCall",
+    "ScriptedEngine",
+    "ScriptedLM",
+    "StageUsage",
+    "UsageMeter",
+    "build_lm",
+    "current_stage",
+    "describe_lm",
+    "ensure_gguf",
+    "get_embedded_model",
+    "parse_lm_flag",
+    "release_models",
+    "sanitize_api_base",
+    "submit_in_context",
+]

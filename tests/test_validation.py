@@ -1,0 +1,80 @@
+"""Code checks on LM outputs: they turn rule breaks into repair notes instead of bad records."""
+
+from __future__ import annotations
+
+import pytest
+
+from syntra_dspy.languages import check_language
+from syntra_dspy.signatures.types import AttributeChoice, AttributeDimension, Blueprint, CandidateLabel, Identifier, WrittenQuery
+from syntra_dspy.validation import OutputRejected, check_blueprints, check_labels, check_queries, clean_features
+
+FEATURES = clean_features(
+    [Identifier(kind="entity", text="FGF21"), Identifier(kind="relationship", text="FGF21 lowers SREBP2"),
+     Identifier(kind="entity", text="fgf21 ")],
+    [AttributeDimension(dimension="specificity", options=["broad", "specific", "Broad"]),
+     AttributeDimension(dimension="stance", options=["supports"])],
+)
+
+
+def bp(ident, **choices):
+    return Blueprint(identifier=ident, choices=[AttributeChoice(dimension=d, option=o) for d, o in choices.items()])
+
+
+def test_clean_features_drops_duplicates_and_single_option_dimensions():
+    assert [i.text for i in FEATURES.identifiers] == ["FGF21", "FGF21 lowers SREBP2"]
+    assert [(d.dimension, d.options) for d in FEATURES.attributes] == [("specificity", ["broad", "specific"])]
+    with pytest.raises(OutputRejected, match="at least one identifier"):
+        clean_features([], FEATURES.attributes)
+
+
+def test_blueprints_must_copy_identifiers_and_options_and_not_repeat():
+    kept, problems = check_blueprints(
+        [bp("fgf21", specificity="BROAD"), bp("FGF-21", specificity="broad"), bp("FGF21", specificity="narrow"),
+         bp("FGF21", specificity="broad"), bp("FGF21 lowers SREBP2")],
+        FEATURES,
+    )
+    assert [(b.identifier, b.choices[0].option) for b in kept] == [("FGF21", "broad")]  # canonical spelling
+    joined = " | ".join(problems)
+    assert "'FGF-21' is not in the list" in joined
+    assert "'narrow' is not an option of 'specificity'" in joined
+    assert "repeats an identifier-and-options combination" in joined
+    assert "choose an option for specificity" in joined
+
+
+def test_blueprints_already_used_count_as_repeats():
+    kept, problems = check_blueprints([bp("FGF21", specificity="broad")], FEATURES,
+                                      already=[bp("FGF21", specificity="broad")])
+    assert kept == [] and "repeats" in problems[0]
+
+
+def test_queries_one_per_blueprint_in_language_without_duplicates():
+    bps = [bp("FGF21", specificity="broad"), bp("FGF21", specificity="specific")]
+    assert check_queries([WrittenQuery(blueprint=1, query="b"), WrittenQuery(blueprint=0, query=' "a" ')], bps,
+                         language="en") == ["a", "b"]
+    with pytest.raises(OutputRejected, match="exactly 2"):
+        check_queries([WrittenQuery(blueprint=0, query="a")], bps, language="en")
+    with pytest.raises(OutputRejected, match="duplicates"):
+        check_queries([WrittenQuery(blueprint=0, query="same"), WrittenQuery(blueprint=1, query="Same")], bps,
+                      language="en")
+    with pytest.raises(OutputRejected, match="English"):
+        check_queries([WrittenQuery(blueprint=0, query="成纤维细胞生长因子"), WrittenQuery(blueprint=1, query="ok")],
+                      bps, language="en")
+
+
+def test_language_check_handles_the_cross_language_case():
+    assert check_language("Does FGF21 protect against atherosclerosis?", "en") is None
+    assert check_language("成纤维细胞生长因子21能否预防动脉粥样硬化", "zh") is None
+    assert check_language("FGF21 能否预防动脉粥样硬化", "zh") is None  # Latin names inside Chinese are fine
+    assert "English" in check_language("成纤维细胞生长因子21能否预防", "en")
+    assert "Chinese" in check_language("Does FGF21 protect?", "zh")
+
+
+def test_labels_every_candidate_exactly_once():
+    labels = [CandidateLabel(doc_id=1, score=3), CandidateLabel(doc_id=0, score=0)]
+    assert check_labels(labels, 2) == [0, 3]
+    with pytest.raises(OutputRejected, match="missing doc_id 2"):
+        check_labels(labels, 3)
+    with pytest.raises(OutputRejected, match="more than once"):
+        check_labels([*labels, CandidateLabel(doc_id=1, score=1)], 2)
+    with pytest.raises(OutputRejected, match="was not shown"):
+        check_labels([*labels, CandidateLabel(doc_id=5, score=1)], 2)
