@@ -1,0 +1,213 @@
+"""First-stage retrieval for evaluation: exact dense search (FAISS) and BM25 (bm25s).
+
+Both retrievers take a corpus once and answer ``search(queries, k) -> Run`` with
+``{query_id: {doc_id: score}}``. Dense search is exact: L2-normalised vectors in a
+``faiss.IndexFlatIP`` (cosine similarity, no approximation). BM25 uses bm25s's Lucene scoring with
+Anserini's defaults (k1=0.9, b=0.4); text is tokenised for the *document* language (queries use the
+same tokeniser, so their terms can match): jieba word segmentation (search mode) for Chinese, and for
+English lowercase word tokens, English stopwords removed, Snowball (Porter2) stemming.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from syntra_dspy.corpus import Corpus
+from syntra_dspy.errors import ConfigError, DependencyError
+from syntra_dspy.evaluation.trec import Run
+
+logger = logging.getLogger(__name__)
+
+BM25_NAME = "bm25"
+_EN_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+_SEARCH_BATCH = 1024
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Anything that ranks a fixed corpus for a batch of queries."""
+
+    name: str
+
+    def search(self, queries: Mapping[str, str], k: int = 1000) -> Run: ...
+
+
+# --- tokenisation ---------------------------------------------------------------------------------
+
+
+def _english_tokenizer() -> Callable[[str], list[str]]:
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError:
+        raise DependencyError("PyStemmer is not installed", hint="pip install 'PyStemmer>=2.2'") from None
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stemmer = Stemmer.Stemmer("english")
+    stop = frozenset(STOPWORDS_EN)
+    cache: dict[str, str] = {}
+
+    def tokenize(text: str) -> list[str]:
+        out = []
+        for word in _EN_TOKEN.findall(text.lower()):
+            if word in stop:
+                continue
+            stem = cache.get(word)
+            if stem is None:
+                stem = cache[word] = stemmer.stemWord(word)
+            out.append(stem)
+        return out
+
+    return tokenize
+
+
+def _chinese_tokenizer() -> Callable[[str], list[str]]:
+    try:
+        import jieba
+    except ImportError:
+        raise DependencyError("jieba is not installed", hint="pip install 'jieba>=0.42.1'") from None
+
+    def tokenize(text: str) -> list[str]:
+        return [t.lower() for t in jieba.cut_for_search(text) if any(ch.isalnum() for ch in t)]
+
+    return tokenize
+
+
+def make_tokenizer(language: str) -> Callable[[str], list[str]]:
+    """The BM25 tokeniser for a language code: ``zh`` (jieba) or ``en`` (stemmed words)."""
+    lang = language.lower().split("-")[0]
+    if lang in {"zh", "zho", "chi", "cmn"}:
+        return _chinese_tokenizer()
+    if lang in {"en", "eng"}:
+        return _english_tokenizer()
+    raise ConfigError(f"no BM25 tokeniser for language {language!r}", field="language",
+                      hint="use en or zh")
+
+
+def tokenize(texts: Iterable[str], language: str) -> list[list[str]]:
+    """Tokenise ``texts`` the way :class:`BM25Retriever` does for ``language``."""
+    fn = make_tokenizer(language)
+    return [fn(t) for t in texts]
+
+
+def _progress(items: Sequence[Any], show: bool, desc: str) -> Iterable[Any]:
+    if not show:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="doc")
+
+
+# --- BM25 -----------------------------------------------------------------------------------------
+
+
+class BM25Retriever:
+    """BM25 over ``corpus`` (title + text); documents with no query term are not returned."""
+
+    name = BM25_NAME
+
+    def __init__(self, corpus: Corpus, *, language: str = "en", k1: float = 0.9, b: float = 0.4,
+                 show_progress: bool = False) -> None:
+        try:
+            import bm25s
+        except ImportError:
+            raise DependencyError("bm25s is not installed", hint="pip install 'bm25s>=0.2.10'") from None
+        self.language = language
+        self._tokenize = make_tokenizer(language)
+        self._ids = corpus.ids
+        docs = list(corpus)
+        tokens = [self._tokenize(d.content) for d in _progress(docs, show_progress, "tokenising")]
+        self._bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
+        self._bm25.index(tokens, show_progress=show_progress)
+
+    def __repr__(self) -> str:
+        return f"BM25Retriever({len(self._ids)} docs, language={self.language!r})"
+
+    def search(self, queries: Mapping[str, str], k: int = 1000) -> Run:
+        run: Run = {}
+        for qid, text in queries.items():
+            ids = self._bm25.get_tokens_ids([t for t in self._tokenize(text) if t])
+            if not ids:
+                run[qid] = {}
+                continue
+            scores = self._bm25.get_scores_from_ids(ids)
+            run[qid] = _top_k(scores, self._ids, k, positive_only=True)
+        return run
+
+
+def _top_k(scores: np.ndarray, ids: Sequence[str], k: int, *, positive_only: bool) -> dict[str, float]:
+    k = min(k, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return {ids[i]: float(scores[i]) for i in top if not positive_only or scores[i] > 0}
+
+
+# --- dense ----------------------------------------------------------------------------------------
+
+
+class DenseRetriever:
+    """Exact inner-product search over L2-normalised document vectors (``faiss.IndexFlatIP``)."""
+
+    def __init__(self, encoder: Any, corpus: Corpus, *, batch_size: int = 32,
+                 show_progress: bool = False) -> None:
+        try:
+            import faiss
+        except ImportError:
+            raise DependencyError("faiss is not installed", hint="pip install faiss-cpu") from None
+        self.encoder = encoder
+        self.name = str(getattr(encoder, "name", "dense"))
+        self.batch_size = batch_size
+        self._ids = corpus.ids
+        vectors = encoder.encode_documents([d.content for d in corpus], batch_size=batch_size,
+                                           show_progress=show_progress)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(self._ids):
+            raise ConfigError(f"the encoder returned {vectors.shape} vectors for {len(self._ids)} documents",
+                              field="encoder")
+        self.index = faiss.IndexFlatIP(vectors.shape[1])
+        self.index.add(vectors)
+
+    def __repr__(self) -> str:
+        return f"DenseRetriever({self.name!r}, {self.index.ntotal} docs, exact)"
+
+    def search(self, queries: Mapping[str, str], k: int = 1000) -> Run:
+        qids = list(queries)
+        if not qids:
+            return {}
+        k = min(k, self.index.ntotal)
+        vectors = np.ascontiguousarray(
+            self.encoder.encode_queries([queries[q] for q in qids], batch_size=self.batch_size),
+            dtype=np.float32)
+        run: Run = {}
+        for start in range(0, len(qids), _SEARCH_BATCH):
+            scores, idx = self.index.search(vectors[start:start + _SEARCH_BATCH], k)
+            for row, qid in enumerate(qids[start:start + _SEARCH_BATCH]):
+                run[qid] = {self._ids[i]: float(s) for s, i in zip(scores[row], idx[row], strict=True)
+                            if i >= 0}
+        return run
+
+
+# --- factory --------------------------------------------------------------------------------------
+
+
+def load_retriever(model: str | Any, corpus: Corpus, *, language: str = "en", batch_size: int = 32,
+                   show_progress: bool = False) -> Retriever:
+    """``"bm25"``, a model folder or name (via :func:`syntra_dspy.encoder.load_encoder`), an encoder
+    object (with ``encode_queries``/``encode_documents``), or a ready :class:`Retriever`."""
+    if isinstance(model, str):
+        if model.strip().lower() == BM25_NAME:
+            return BM25Retriever(corpus, language=language, show_progress=show_progress)
+        from syntra_dspy.encoder import load_encoder
+
+        encoder = load_encoder(model)
+        return DenseRetriever(encoder, corpus, batch_size=batch_size, show_progress=show_progress)
+    if hasattr(model, "encode_documents") and hasattr(model, "encode_queries"):
+        return DenseRetriever(model, corpus, batch_size=batch_size, show_progress=show_progress)
+    if isinstance(model, Retriever):
+        return model
+    raise ConfigError(f"cannot evaluate a {type(model).__name__}", field="model",
+                      hint="give 'bm25', a model folder or name, an Encoder, or an object with search()")
