@@ -93,6 +93,7 @@ def compile_task(
     logger.info("compile %s: %d docs, %d selected, %d sampled for trials", spec.name, len(corpus), n_selected,
                 len(sample_ids))
     roles = lms or LMRoles.from_spec(spec.lms, lm_overrides)
+    roles.prepare()
     meter = UsageMeter()
     optimizer = STRATEGIES[strategy](settings=settings, lms=roles, meter=meter, **(optimizer_kwargs or {}))
     student = SynthesisProgram(

@@ -10,7 +10,9 @@ those outputs. The markers below are what the brain's refiners add and what its 
   verifier scores 3 for claims, 1 for questions;
 - the annotator labels a candidate 2 when the annotation instruction contains ``LENIENT_MARK`` and the
   candidate shares a content word with the query, else 1 (or 0 without shared words);
-- refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves).
+- refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves);
+- GEPA's reflection call (``new_instruction``) adds the marker of the step whose instruction it is shown
+  (extraction, query planning/writing or annotation), likewise unless ``stubborn``.
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class SyntraBrain:
         if outputs == {"feedback"}:
             return "explain_mismatches", {"feedback": "The instruction demands verbatim statements; accept "
                                                       "documents that report evidence on the claim."}
+        if "new_instruction" in outputs:
+            return "propose_instruction", self.propose_instruction(inputs)
         raise LookupError(f"SyntraBrain has no answer for outputs {sorted(outputs)}")
 
     # -- answers ---------------------------------------------------------------------------------------------
@@ -112,6 +116,23 @@ class SyntraBrain:
         attributes = [{"dimension": "specificity", "options": ["broad", "specific"]},
                       {"dimension": "stance", "options": ["supporting", "refuting"]}]
         return {"identifiers": identifiers, "attributes": attributes}
+
+    def propose_instruction(self, inputs: dict[str, str]) -> dict[str, Any]:
+        """GEPA's reflection: add the marker of the step the instruction belongs to (known by its base text)."""
+        from syntra_dspy.signatures import (
+            ExtractIdentifiersAndAttributes,
+            JudgeCandidateRelevance,
+            PlanQueryBlueprints,
+            WriteQueriesFromBlueprints,
+        )
+
+        current = inputs.get("current_instruction", "")
+        marks = ((ExtractIdentifiersAndAttributes, GUIDANCE_MARK), (PlanQueryBlueprints, STYLE_MARK),
+                 (WriteQueriesFromBlueprints, STYLE_MARK), (JudgeCandidateRelevance, LENIENT_MARK))
+        mark = next((m for sig, m in marks if sig.instructions.split("\n")[0] in current), "")
+        if self.stubborn or not mark or mark in current:
+            return {"new_instruction": current}
+        return {"new_instruction": f"{current}\n{mark}"}
 
     @staticmethod
     def judge_idattr(inputs: dict[str, str]) -> dict[str, Any]:

@@ -23,7 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("compile", help="compile a task into a frozen, versioned synthesis program",
                               description="Test mode: adapt the task's synthesis instructions and save an artifact.")
     p.add_argument("task", help="task YAML file")
-    p.add_argument("--strategy", default="self-improve", help="self-improve (default) or none")
+    p.add_argument("--strategy", default="self-improve",
+                   help="self-improve (default), none, gepa (dspy.GEPA on the same metrics), or human (you review "
+                        "every attempt in the terminal; recorded to --record-feedback or human-feedback-<time>.jsonl)")
+    p.add_argument("--human-feedback", metavar="FILE", default=None,
+                   help="human strategy: replay this recorded session (no person needed)")
+    p.add_argument("--record-feedback", metavar="FILE", default=None,
+                   help="human strategy: record the session here (with --human-feedback: resume it)")
     p.add_argument("--out", default="artifacts", help="artifact root (default: artifacts/)")
     p.add_argument("--encoder", default=None, help="sentence-transformers model (default: all-MiniLM-L6-v2)")
     p.add_argument("--index-dir", default=None, help="where to cache the corpus index")
@@ -48,8 +54,16 @@ def lm_overrides(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.compiler import compile_task
 
+    extra = {}
+    if args.human_feedback or args.record_feedback:
+        if args.strategy != "human":
+            from syntra_dspy.errors import ConfigError
+
+            raise ConfigError("--human-feedback and --record-feedback belong to --strategy human")
+        extra = {"feedback": args.human_feedback, "record": args.record_feedback}
     artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings_from_args(args),
-                            lm_overrides=lm_overrides(args), encoder=args.encoder, index_dir=args.index_dir)
+                            lm_overrides=lm_overrides(args), encoder=args.encoder, index_dir=args.index_dir,
+                            optimizer_kwargs=extra)
     print(summary(artifact.manifest, artifact.path))
     return 0
 

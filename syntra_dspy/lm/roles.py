@@ -187,6 +187,13 @@ class LMRoles:
         _check_role(role)
         return getattr(self, role)
 
+    def prepare(self) -> None:
+        """Load in-process models now, so a missing model package fails before any work starts."""
+        for role in ROLES:
+            engine = getattr(self.get(role), "engine", None)
+            if hasattr(engine, "load"):
+                engine.load()
+
     def describe(self) -> dict[str, dict[str, Any]]:
         """What each role runs, for manifests and logs: never a key, addresses without credentials."""
         return {role: describe_lm(self.get(role), role=role, spec=self.specs.get(role)) for role in ROLES}

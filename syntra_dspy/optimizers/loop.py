@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from syntra_dspy.optimizers.report import Attempt, Evaluation, LoopReport
@@ -11,6 +12,37 @@ from syntra_dspy.optimizers.report import Attempt, Evaluation, LoopReport
 logger = logging.getLogger(__name__)
 A = TypeVar("A")  # the adapted artifact: an instruction, guidance text or a task definition
 O = TypeVar("O")  # trial outputs
+
+
+@dataclass(frozen=True)
+class ReviewRequest(Generic[A, O]):
+    """What a reviewer (e.g. a person calibrating instructions) sees after an attempt was evaluated."""
+
+    loop: str
+    attempt: int
+    max_attempts: int
+    artifact: A
+    text: str  # ``describe(artifact)``
+    outputs: O
+    evaluation: Evaluation
+
+    @property
+    def last(self) -> bool:
+        """No refinement follows this attempt: an edit made now is kept untried."""
+        return self.attempt >= self.max_attempts
+
+
+@dataclass(frozen=True)
+class Review(Generic[A]):
+    """A reviewer's decision: the evaluation the loop acts on (it may override the verifier's score, pass
+    flag or feedback) and, optionally, an edited artifact that replaces the refiner's next revision.
+    """
+
+    evaluation: Evaluation
+    replacement: A | None = None
+
+
+Reviewer = Callable[[ReviewRequest], "Review | None"]
 
 
 class UsageProbe:
@@ -38,6 +70,11 @@ class RefinementLoop(Generic[A, O]):
 
     ``keep="last"`` returns the last evaluated artifact (the paper's behaviour); ``keep="best"`` the highest
     scoring one (ties go to the later attempt, which has seen more feedback).
+
+    ``review`` (optional) is called after each evaluation, so a person (or a replay of one) can override the
+    judgement or edit the artifact: an edit is tried as the next attempt instead of a refinement; an edit
+    after the last attempt is kept as the result, recorded as an untried attempt. ``None`` keeps the
+    verifier's evaluation.
     """
 
     def __init__(
@@ -53,12 +90,14 @@ class RefinementLoop(Generic[A, O]):
         threshold: float | None = None,
         meter: Any = None,
         on_attempt: Callable[[Attempt], None] | None = None,
+        review: Reviewer | None = None,
     ) -> None:
         self.name = name
         self.generate, self.evaluate, self.refine, self.describe = generate, evaluate, refine, describe
         self.max_attempts, self.keep, self.threshold = max_attempts, keep, threshold
         self.meter = meter
         self.on_attempt = on_attempt
+        self.review = review
 
     def _stage(self):
         if self.meter is None:
@@ -79,6 +118,7 @@ class RefinementLoop(Generic[A, O]):
             with self._stage():
                 outputs = self.generate(current)
                 evaluation = self.evaluate(current, outputs)
+            evaluation, replacement = self._reviewed(number, current, outputs, evaluation)
             attempt = Attempt(
                 number=number,
                 instruction=self.describe(current),
@@ -98,7 +138,15 @@ class RefinementLoop(Generic[A, O]):
                 stop = "passed"
                 break
             if number == self.max_attempts:
+                if replacement is not None:
+                    attempts.append(Attempt(number + 1, self.describe(replacement), None, False,
+                                            "edited by the reviewer after the last attempt; not tried",
+                                            {"edited_by_reviewer": True}, {}))
+                    results.append((replacement, outputs))
                 break
+            if replacement is not None:
+                current = replacement
+                continue
             with self._stage():
                 current = self.refine(current, outputs, evaluation)
         kept = self._kept(attempts, stop)
@@ -114,7 +162,21 @@ class RefinementLoop(Generic[A, O]):
         )
         return artifact, outputs, report
 
+    def _reviewed(self, number: int, artifact: A, outputs: O, evaluation: Evaluation) -> tuple[Evaluation, A | None]:
+        if self.review is None:
+            return evaluation, None
+        request = ReviewRequest(self.name, number, self.max_attempts, artifact, self.describe(artifact), outputs,
+                                evaluation)
+        decision = self.review(request)
+        if decision is None:
+            return evaluation, None
+        if decision.replacement is not None and decision.evaluation.passed:
+            raise ValueError("a review cannot pass an attempt and also replace its artifact")
+        return decision.evaluation, decision.replacement
+
     def _kept(self, attempts: list[Attempt], stop: str) -> int:
+        if attempts[-1].details.get("edited_by_reviewer"):
+            return attempts[-1].number
         if stop == "passed" or self.keep == "last":
             return attempts[-1].number
         best = max(attempts, key=lambda a: (a.score if a.score is not None else float("-inf"), a.number))

@@ -13,7 +13,8 @@ from dspy.teleprompt import Teleprompter
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.optimizers.loop import RefinementLoop, unevaluated
+from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
+from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
 from syntra_dspy.optimizers.report import CompileReport, Evaluation, LoopReport
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
@@ -45,18 +46,23 @@ class SelfImprove(Teleprompter):
     annotation instruction of a ``SynthesisProgram``, each by its own loop, and records every attempt.
 
     LLM verifiers score identifier/attribute and query trials 0-3 (pass at ``pass_threshold``); the annotation
-    loop passes when every few-shot positive is labelled positive among its retrieved candidates.
+    loop passes when every few-shot positive is labelled positive among its retrieved candidates, or, when
+    a ``calibration`` set of human-confirmed labels is given, when every confirmed label is matched.
+    ``review`` is handed to every loop (see ``RefinementLoop``): the hook human calibration uses.
     """
 
     strategy = "self-improve"
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
-                 author: InstructionAuthor | None = None) -> None:
+                 author: InstructionAuthor | None = None, review: Reviewer | None = None,
+                 calibration: Sequence[LabelledPair] | None = None) -> None:
         super().__init__()
         self.settings = settings or CompileSettings()
         self.lms = lms
         self.meter = meter
         self.author = author or InstructionAuthor()
+        self.review = review
+        self.calibration = tuple(calibration) if calibration else None
         self.report: CompileReport | None = None
 
     # -- the Teleprompter contract -----------------------------------------------------------------------
@@ -110,7 +116,8 @@ class SelfImprove(Teleprompter):
 
     def _loop(self, name: str, **kw: Any) -> RefinementLoop:
         s = self.settings
-        return RefinementLoop(name, max_attempts=s.max_attempts, keep=s.keep, meter=self.meter, **kw)
+        return RefinementLoop(name, max_attempts=s.max_attempts, keep=s.keep, meter=self.meter,
+                              review=self.review, **kw)
 
     def _stage(self, name: str):
         from contextlib import nullcontext
@@ -234,14 +241,21 @@ class SelfImprove(Teleprompter):
             return (program.with_components(annotation_instruction=initial),
                     unevaluated("annotation_instruction", initial))
 
-        def generate(instruction: str) -> list[tr.LabelTrial]:
-            return self._generating(tr.run_labels, program.with_components(annotation_instruction=instruction),
-                                    program.state.examples, candidates, k=s.annotation_candidates,
-                                    chunk_size=s.chunk_size, seed=s.seed)
+        confirmed = self.calibration_labels(program, candidates, initial)
 
-        def evaluate(instruction: str, trials: list[tr.LabelTrial]) -> Evaluation:
-            return fewshot_positive_check(trials, explain=lambda text: clean_text(self._call(
-                "explain_mismatches", task_context=task, instruction=instruction, mismatches=text).feedback))
+        def generate(instruction: str) -> list[tr.LabelTrial] | list[Any]:
+            annotator = program.with_components(annotation_instruction=instruction)
+            if confirmed:
+                return self._generating(run_calibration, annotator, confirmed, chunk_size=s.chunk_size)
+            return self._generating(tr.run_labels, annotator, program.state.examples, candidates,
+                                    k=s.annotation_candidates, chunk_size=s.chunk_size, seed=s.seed)
+
+        def evaluate(instruction: str, trials: list[Any]) -> Evaluation:
+            def explain(text: str) -> str:
+                return clean_text(self._call("explain_mismatches", task_context=task, instruction=instruction,
+                                             mismatches=text).feedback)
+
+            return calibration_check(trials, explain) if confirmed else fewshot_positive_check(trials, explain)
 
         def refine(instruction: str, _: Any, ev: Evaluation) -> str:
             pred = self._call("refine_annotation", task_context=task, current_instruction=instruction,
@@ -251,6 +265,16 @@ class SelfImprove(Teleprompter):
         instruction, _, report = self._loop("annotation_instruction", generate=generate, evaluate=evaluate,
                                             refine=refine, threshold=1.0).run(initial)
         return program.with_components(annotation_instruction=instruction), report
+
+    def calibration_labels(self, program: SynthesisProgram, candidates: tr.CandidateSource, instruction: str
+                           ) -> tuple[LabelledPair, ...] | None:
+        """The confirmed labels the annotation loop is checked against (None: the few-shot positive check).
+
+        Document texts come from the candidate source's corpus when the labels do not carry them.
+        """
+        if not self.calibration:
+            return None
+        return with_texts(self.calibration, getattr(candidates, "corpus", None))
 
     evaluates = True
 

@@ -1,0 +1,110 @@
+"""``syntra compare TASK.yaml --strategies none,self-improve,human,gepa``: compile under each strategy and
+score every artifact on the same held-out material (table, JSON and chart)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+
+from syntra_dspy.cli.compile_cmd import _SETTING_FLAGS, add_lm_flags, lm_overrides, settings_from_args
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "compare", help="compare optimizer strategies (none, self-improve, human, gepa) on one task",
+        description="Compile the task once per strategy (same seeds, same trial samples) and score every "
+                    "artifact on the same held-out material: verifier scores on fresh documents, annotation "
+                    "agreement with human labels, compile cost, optionally downstream nDCG@10.")
+    p.add_argument("task", help="task YAML file")
+    p.add_argument("--strategies", default="none,self-improve",
+                   help="comma-separated strategies: none, self-improve, human, gepa (default: none,self-improve)")
+    p.add_argument("--human-feedback", metavar="FILE",
+                   help="replay this recorded human session for 'human' (no person needed); without it the "
+                        "session is interactive and recorded")
+    p.add_argument("--record-feedback", metavar="FILE",
+                   help="where an interactive human session is recorded (default: OUT/human-feedback-<time>.jsonl); "
+                        "with --human-feedback, resume that session and record the whole of it here")
+    p.add_argument("--heldout-qrels", metavar="Q",
+                   help="reference labels: BEIR/TREC qrels (queries from the BEIR layout or --heldout-queries), "
+                        "a beir:PATH:split spec, or a 'query, doc_id, label' file")
+    p.add_argument("--heldout-queries", metavar="FILE", help="queries for --heldout-qrels (queries.jsonl or topics TSV)")
+    p.add_argument("--heldout-docs", type=int, default=5, help="fresh documents to score extraction and queries on")
+    p.add_argument("--heldout-max-queries", type=int, default=20, help="held-out queries whose pairs are labelled")
+    p.add_argument("--unjudged-k", type=int, default=5, help="retrieved unjudged candidates per held-out query")
+    p.add_argument("--unjudged", choices=("hard_negative", "easy_negative", "exclude"), default="hard_negative",
+                   help="reference class of retrieved unjudged candidates (binary: always not relevant)")
+    p.add_argument("--gepa-max-metric-calls", type=int, default=None, help="GEPA budget per stage (default 30)")
+    p.add_argument("--downstream", action="store_true", help="also produce → train → eval per strategy (slow)")
+    p.add_argument("--eval-dataset", metavar="SPEC",
+                   help="dataset for --downstream (default: the BEIR split of --heldout-qrels)")
+    p.add_argument("--base-model", default="all-MiniLM-L6-v2", help="model --downstream fine-tunes")
+    p.add_argument("--downstream-docs", type=int, default=50, help="documents each strategy produces from")
+    p.add_argument("--train-max-steps", type=int, default=None, help="cap training steps (smoke runs)")
+    p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
+    p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    p.add_argument("--encoder", default=None, help="sentence-transformers model (default: all-MiniLM-L6-v2)")
+    p.add_argument("--index-dir", default=None, help="where to cache the corpus index")
+    p.add_argument("--keep", choices=("last", "best"), default=None, help="attempt a loop keeps when none passes")
+    p.add_argument("--selection-target", type=int, default=None, help="documents selected before sampling")
+    for name, kind in _SETTING_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+    add_lm_flags(p)
+    p.set_defaults(func=run)
+
+
+def beir_spec(qrels: str | None) -> str | None:
+    """``ROOT/qrels/SPLIT.tsv`` (or a ``beir:`` spec) → the ``beir:ROOT:SPLIT`` dataset spec."""
+    if not qrels:
+        return None
+    if qrels.startswith(("beir:", "neuclirtech:")):
+        return qrels
+    path = Path(qrels)
+    if path.parent.name == "qrels" and (path.parent.parent / "corpus.jsonl").is_file():
+        return f"beir:{path.parent.parent}:{path.stem}"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntra_dspy.comparison import DownstreamOptions, HeldoutOptions, compare_strategies, parse_strategies
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.task import load_task
+
+    names = parse_strategies(args.strategies)
+    spec = load_task(args.task)
+    out = Path(args.out or Path("comparison") / spec.name)
+    options: dict[str, dict] = {}
+    if "human" in names:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        record = args.record_feedback or out / f"human-feedback-{stamp}.jsonl"
+        if args.human_feedback:  # replay; with --record-feedback too, resume an interrupted session
+            options["human"] = {"feedback": args.human_feedback, "record": args.record_feedback}
+        else:
+            options["human"] = {"record": record}
+    elif args.human_feedback:
+        raise ConfigError("--human-feedback is only used by the 'human' strategy", field="strategies",
+                          hint="add human to --strategies")
+    if "gepa" in names and args.gepa_max_metric_calls:
+        options["gepa"] = {"gepa": {"max_metric_calls": args.gepa_max_metric_calls}}
+    downstream = None
+    if args.downstream:
+        dataset = args.eval_dataset or beir_spec(args.heldout_qrels)
+        if not dataset:
+            raise ConfigError("--downstream needs an evaluation dataset", field="eval-dataset",
+                              hint="give --eval-dataset beir:PATH[:split]")
+        train = None
+        if args.train_max_steps:
+            from syntra_dspy.training import TrainConfig
+
+            train = TrainConfig(max_steps=args.train_max_steps)
+        downstream = DownstreamOptions(dataset=dataset, base=args.base_model, docs=args.downstream_docs, train=train)
+    heldout = HeldoutOptions(docs=args.heldout_docs, qrels=args.heldout_qrels, queries=args.heldout_queries,
+                             max_queries=args.heldout_max_queries, unjudged_k=args.unjudged_k, unjudged=args.unjudged)
+    result = compare_strategies(spec, strategies=names, out=out, artifacts=args.artifacts,
+                                settings=settings_from_args(args), lm_overrides=lm_overrides(args),
+                                encoder=args.encoder, index_dir=args.index_dir, heldout=heldout,
+                                strategy_options=options, downstream=downstream, chart=not args.no_chart)
+    print(Path(result.outputs["markdown"]).read_text(encoding="utf-8"))
+    print("wrote " + ", ".join(result.outputs.values()))
+    return 0

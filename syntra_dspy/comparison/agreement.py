@@ -1,0 +1,107 @@
+"""Agreement between an annotator's labels and human reference labels, as the paper reports it.
+
+Binary agreement merges the two negative classes (relevant vs not); three-class agreement distinguishes
+positive, hard negative and easy negative. Both report exact-match accuracy, Cohen's kappa, per-class
+precision and recall, and the confusion matrix; "training-label precision" is the share of pairs the
+annotator called positive or hard negative (the labels training uses) whose exact class the reference
+confirms. A pair the annotator left unlabelled counts as wrong in accuracy and is left out of kappa,
+precision and recall (reported as ``unlabelled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+THREE_CLASS: tuple[str, ...] = ("positive", "hard_negative", "easy_negative")
+BINARY: tuple[str, ...] = ("relevant", "non_relevant")
+
+
+def to_binary(label: str) -> str:
+    return "relevant" if label == "positive" else "non_relevant"
+
+
+def confusion_matrix(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> list[list[int]]:
+    """Counts with rows = reference label and columns = annotator label, both in ``labels`` order."""
+    if len(gold) != len(pred):
+        raise ValueError(f"gold and predicted labels differ in length ({len(gold)} vs {len(pred)})")
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = [[0] * len(labels) for _ in labels]
+    for g, p in zip(gold, pred):
+        if g not in index or p not in index:
+            raise ValueError(f"label {g if g not in index else p!r} is not one of {', '.join(labels)}")
+        matrix[index[g]][index[p]] += 1
+    return matrix
+
+
+def cohen_kappa(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str] | None = None) -> float | None:
+    """Cohen's kappa, (p_o - p_e) / (1 - p_e); None when undefined (both raters used one and the same class)."""
+    labels = list(labels) if labels is not None else sorted(set(gold) | set(pred))
+    matrix = confusion_matrix(gold, pred, labels)
+    n = sum(map(sum, matrix))
+    if n == 0:
+        return None
+    observed = sum(matrix[i][i] for i in range(len(labels))) / n
+    rows = [sum(row) for row in matrix]
+    cols = [sum(matrix[r][c] for r in range(len(labels))) for c in range(len(labels))]
+    expected = sum(r * c for r, c in zip(rows, cols)) / (n * n)
+    if expected >= 1.0:
+        return None
+    return (observed - expected) / (1.0 - expected)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of one annotator with the reference on one label scheme."""
+
+    labels: tuple[str, ...]
+    n: int
+    unlabelled: int
+    accuracy: float | None
+    kappa: float | None
+    per_class: dict[str, dict[str, Any]]
+    confusion: list[list[int]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def agreement(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]) -> Agreement:
+    """Compare annotator labels (None = unlabelled) with reference labels on the classes ``labels``."""
+    if len(gold) != len(pred):
+        raise ValueError(f"gold and predicted labels differ in length ({len(gold)} vs {len(pred)})")
+    pairs = [(g, p) for g, p in zip(gold, pred) if p is not None]
+    g_l, p_l = [g for g, _ in pairs], [p for _, p in pairs]
+    matrix = confusion_matrix(g_l, p_l, labels)
+    per_class = {}
+    for i, label in enumerate(labels):
+        predicted = sum(matrix[r][i] for r in range(len(labels)))
+        support = sum(matrix[i])
+        per_class[label] = {
+            "precision": matrix[i][i] / predicted if predicted else None,
+            "recall": matrix[i][i] / support if support else None,
+            "support": support,
+            "predicted": predicted,
+        }
+    hits = sum(matrix[i][i] for i in range(len(labels)))
+    return Agreement(
+        labels=tuple(labels), n=len(gold), unlabelled=len(gold) - len(pairs),
+        accuracy=hits / len(gold) if gold else None,
+        kappa=cohen_kappa(g_l, p_l, labels) if pairs else None,
+        per_class=per_class, confusion=matrix,
+    )
+
+
+def training_label_precision(gold: Sequence[str], pred: Sequence[str | None]) -> float | None:
+    """Share of pairs labelled positive or hard negative whose exact class the reference confirms."""
+    used = [(g, p) for g, p in zip(gold, pred) if p in ("positive", "hard_negative")]
+    return sum(g == p for g, p in used) / len(used) if used else None
+
+
+def label_agreement(gold: Sequence[str], pred: Sequence[str | None]) -> dict[str, Any]:
+    """Binary and three-class agreement plus training-label precision, as plain JSON-ready data."""
+    binary = agreement([to_binary(g) for g in gold], [None if p is None else to_binary(p) for p in pred], BINARY)
+    three = agreement(gold, pred, THREE_CLASS)
+    return {"binary": binary.to_dict(), "three_class": three.to_dict(),
+            "training_label_precision": training_label_precision(gold, pred)}

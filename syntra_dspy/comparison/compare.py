@@ -1,0 +1,197 @@
+"""``compare_strategies``: compile one task once per strategy and score every artifact on the same material.
+
+Every strategy compiles with the same settings (so the same seed, the same diversity selection and the same
+trial documents) and the same LM roles; the held-out material is drawn once, after all compiles, from what
+none of them used. Compile cost (LLM calls, tokens, wall time) comes from each artifact's manifest.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.artifacts import Artifact
+from syntra_dspy.comparison.heldout import (
+    HeldoutMaterial,
+    HeldoutOptions,
+    annotation_items,
+    fresh_documents,
+    load_judgements,
+)
+from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.optimizers import STRATEGIES, CompileSettings
+from syntra_dspy.task import TaskSpec, load_task
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StrategyResult:
+    """One strategy's artifact, what compiling it cost, and its held-out scores."""
+
+    strategy: str
+    artifact: str
+    version: str
+    checksum: str
+    compile_cost: dict[str, Any]
+    metrics: dict[str, Any]
+    scoring_cost: dict[str, Any] = field(default_factory=dict)
+    downstream: dict[str, Any] | None = None
+    quality: dict[str, float] = field(default_factory=dict)
+    overall: float | None = None
+    rank: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ComparisonResult:
+    task: str
+    strategies: list[StrategyResult]
+    heldout: dict[str, Any]
+    settings: dict[str, Any]
+    baseline: dict[str, Any] | None = None
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def ranked(self) -> list[StrategyResult]:
+        return sorted(self.strategies, key=lambda r: r.rank)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "settings": self.settings, "heldout": self.heldout, "baseline": self.baseline,
+                "ranking": [r.strategy for r in self.ranked()], "strategies": [r.to_dict() for r in self.ranked()],
+                "outputs": self.outputs}
+
+
+def compile_cost(manifest: dict[str, Any]) -> dict[str, Any]:
+    """LLM calls, tokens and wall time a compile spent, summed over its stages."""
+    usage = manifest.get("usage", {}) or {}
+    total = {k: sum(int(s.get(k, 0)) for s in usage.values()) for k in ("calls", "prompt_tokens", "completion_tokens")}
+    total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
+    total["seconds"] = float(manifest.get("seconds", 0.0))
+    return total
+
+
+def rank(results: Sequence[StrategyResult]) -> None:
+    """Order strategies: downstream nDCG@10 when measured, else the mean of the 0-1 quality metrics; ties go
+    to the cheaper compile (fewer tokens), then to the order the strategies were given in."""
+    for r in results:
+        r.quality = normalized_quality(r.metrics)
+        r.overall = sum(r.quality.values()) / len(r.quality) if r.quality else None
+
+    def key(item: tuple[int, StrategyResult]) -> tuple:
+        n, r = item
+        ndcg = (r.downstream or {}).get("nDCG@10")
+        return (-(ndcg if ndcg is not None else -1.0), -(r.overall if r.overall is not None else -1.0),
+                r.compile_cost.get("total_tokens", 0), n)
+
+    for position, (_, r) in enumerate(sorted(enumerate(results), key=key), 1):
+        r.rank = position
+
+
+def parse_strategies(text: str | Sequence[str]) -> list[str]:
+    names = [s.strip() for s in (text.split(",") if isinstance(text, str) else text) if s.strip()]
+    unknown = [s for s in names if s not in STRATEGIES]
+    if unknown or not names:
+        raise ConfigError(f"unknown strategy {', '.join(unknown) or '(none given)'}", field="strategies",
+                          hint=f"choose from {', '.join(sorted(STRATEGIES))}, comma-separated")
+    if len(set(names)) != len(names):
+        raise ConfigError("a strategy is listed twice", field="strategies")
+    return names
+
+
+def compare_strategies(
+    task: str | Path | TaskSpec,
+    *,
+    strategies: Sequence[str] | str = ("none", "self-improve"),
+    out: str | Path = "comparison",
+    artifacts: str | Path | None = None,
+    settings: CompileSettings | None = None,
+    lms: Any = None,
+    lm_overrides: dict[str, str] | None = None,
+    encoder: str | None = None,
+    index_dir: str | Path | None = None,
+    heldout: HeldoutOptions | None = None,
+    strategy_options: dict[str, dict[str, Any]] | None = None,
+    downstream: Any = None,
+    chart: bool = True,
+) -> ComparisonResult:
+    """Compile ``task`` under each strategy, score the artifacts on shared held-out material, write reports.
+
+    ``strategy_options`` are passed to each strategy's optimizer (e.g. ``{"human": {"feedback": "f.jsonl"}}``);
+    ``downstream`` (a ``DownstreamOptions``) adds produce → train → eval per strategy. Writes
+    ``comparison.md``, ``comparison.json`` and ``comparison.png`` (unless ``chart=False``) into ``out``.
+    """
+    from syntra_dspy import compiler
+    from syntra_dspy.corpus import read_corpus
+    from syntra_dspy.index import CorpusIndex
+    from syntra_dspy.lm.roles import LMRoles
+    from syntra_dspy.lm.usage import UsageMeter
+    from syntra_dspy.retrieval import IndexCandidates, default_index_dir
+    from syntra_dspy.selection import select_diverse
+
+    names = parse_strategies(strategies)
+    spec = task if isinstance(task, TaskSpec) else load_task(task)
+    settings = settings or CompileSettings()
+    heldout = heldout or HeldoutOptions()
+    out = Path(out)
+    artifacts = Path(artifacts) if artifacts is not None else out / "artifacts"
+    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides)
+    corpus = read_corpus(spec.corpus.path, spec.corpus.format)
+    enc = compiler.load_encoder(encoder or compiler.DEFAULT_ENCODER)
+    index_dir = index_dir or default_index_dir(corpus, enc)
+    index = CorpusIndex.load_or_build(corpus, enc, index_dir)
+
+    compiled: list[Artifact] = []
+    for name in names:
+        logger.info("compare %s: compiling with strategy %s", spec.name, name)
+        compiled.append(compiler.compile_task(spec, strategy=name, out=artifacts, settings=settings, lms=roles,
+                                              encoder=encoder, index_dir=index_dir,
+                                              optimizer_kwargs=(strategy_options or {}).get(name)))
+
+    seed = heldout.seed if heldout.seed is not None else settings.seed
+    used = {d for a in compiled for d in a.manifest.get("sample", {}).get("documents", [])}
+    pairs = compiler.resolve_examples(spec, corpus)
+    used |= {p.positive_id for p in pairs if p.positive_id}
+    selected = select_diverse(index, target=settings.selection_target, tau=settings.selection_tau, seed=settings.seed)
+    docs = fresh_documents(selected, corpus.ids, exclude=used, n=heldout.docs, seed=seed + 1)
+    items: tuple = ()
+    description: dict[str, Any] = {"seed": seed, "excluded_documents": len(used), "unjudged_policy": heldout.unjudged}
+    if heldout.qrels is not None:
+        queries, labels = load_judgements(heldout.qrels, queries=heldout.queries)
+        items = annotation_items(queries, labels, corpus=corpus, search=IndexCandidates(corpus, enc, index).search,
+                                 exclude_queries=[p.query for p in pairs], options=heldout, seed=seed + 2)
+        description["judgements"] = str(heldout.qrels)
+    material = HeldoutMaterial(tuple(docs), items, description)
+
+    results = []
+    for name, artifact in zip(names, compiled):
+        meter = UsageMeter()
+        started = time.perf_counter()
+        metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(artifact, material, corpus)
+        cost = meter.total()
+        cost["seconds_wall"] = round(time.perf_counter() - started, 3)
+        results.append(StrategyResult(name, str(artifact.path), artifact.version, artifact.checksum,
+                                      compile_cost(artifact.manifest), metrics, cost))
+    baseline = None
+    if downstream is not None:
+        from syntra_dspy.comparison.downstream import run_downstream
+
+        baseline = run_downstream(spec, results, options=downstream, corpus=corpus, encoder=enc,
+                                  index_dir=index_dir, lms=roles, out=out / "downstream")
+    rank(results)
+    result = ComparisonResult(spec.name, results, material.to_dict(),
+                              {"strategies": names, "compile": settings.model_dump(mode="json"),
+                               "heldout": {k: str(v) if isinstance(v, Path) else v
+                                           for k, v in heldout.__dict__.items()},
+                               "lms": roles.describe() if hasattr(roles, "describe") else {}},
+                              baseline)
+    from syntra_dspy.comparison.report import write_reports
+
+    write_reports(result, out, chart=chart)
+    return result

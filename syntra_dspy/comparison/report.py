@@ -1,0 +1,135 @@
+"""The comparison as a markdown table, a JSON file and a PNG chart, each naming every artifact version."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.errors import DependencyError
+
+
+def _f(value: Any, places: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{places}f}"
+    return str(value)
+
+
+def _ann(metrics: dict[str, Any], scheme: str, key: str) -> Any:
+    return ((metrics.get("annotation") or {}).get(scheme) or {}).get(key)
+
+
+def markdown(result: Any) -> str:
+    """The headline table (one row per strategy, best first), per-class label quality, and the artifacts."""
+    ranked = result.ranked()
+    with_labels = any(r.metrics.get("annotation") for r in ranked)
+    with_ndcg = any(r.downstream for r in ranked)
+    head = ["rank", "strategy", "artifact", "identifiers 0-3", "queries 0-3"]
+    if with_labels:
+        head += ["binary acc", "binary κ", "3-class acc", "3-class κ"]
+    if with_ndcg:
+        head += ["nDCG@10"]
+    head += ["overall", "LLM calls", "tokens", "compile s"]
+    lines = [f"# Strategy comparison: {result.task}", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in ranked:
+        cost = r.compile_cost
+        row = [str(r.rank), r.strategy, f"`{r.version}`", _f(r.metrics.get("idattr_score"), 2),
+               _f(r.metrics.get("query_score"), 2)]
+        if with_labels:
+            row += [_f(_ann(r.metrics, "binary", "accuracy")), _f(_ann(r.metrics, "binary", "kappa")),
+                    _f(_ann(r.metrics, "three_class", "accuracy")), _f(_ann(r.metrics, "three_class", "kappa"))]
+        if with_ndcg:
+            row += [_f((r.downstream or {}).get("nDCG@10"), 4)]
+        row += [_f(r.overall), str(cost.get("calls", 0)), str(cost.get("total_tokens", 0)),
+                _f(cost.get("seconds"), 1)]
+        lines.append("| " + " | ".join(row) + " |")
+    if result.baseline:
+        lines += ["", (f"Untrained base model `{result.baseline.get('model')}`: nDCG@10 "
+                       f"{_f(result.baseline.get('nDCG@10'), 4)} on {result.baseline.get('dataset')}.")]
+    held = result.heldout
+    lines += ["", (f"Held-out material `{held.get('fingerprint')}`: {len(held.get('documents', []))} fresh documents "
+                   f"(none used by any compile), {held.get('pairs', 0)} labelled pairs over {held.get('queries', 0)} "
+                   f"queries ({held.get('judgements', 'no judgements given')}; unjudged retrieved candidates count "
+                   f"as {held.get('unjudged_policy')}). Scores are the verifier's 0-3 per document (mean); "
+                   "'overall' is the mean of the 0-1 quality columns (verifier scores / 3, label accuracies).")]
+    if with_labels:
+        lines += ["", "## Label quality per class (precision / recall)", "",
+                  "| strategy | positive | hard negative | easy negative | training-label precision | unlabelled |",
+                  "|---|---|---|---|---|---|"]
+        for r in ranked:
+            ann = r.metrics.get("annotation") or {}
+            per = (ann.get("three_class") or {}).get("per_class", {})
+            cells = [f"{_f(per.get(c, {}).get('precision'), 2)} / {_f(per.get(c, {}).get('recall'), 2)}"
+                     for c in ("positive", "hard_negative", "easy_negative")]
+            lines.append(f"| {r.strategy} | " + " | ".join(cells) +
+                         f" | {_f(ann.get('training_label_precision'), 2)} | "
+                         f"{(ann.get('three_class') or {}).get('unlabelled', 0)} |")
+    lines += ["", "## Artifacts", "", "| strategy | version | checksum | path |", "|---|---|---|---|"]
+    lines += [f"| {r.strategy} | `{r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |" for r in ranked]
+    return "\n".join(lines) + "\n"
+
+
+def draw_chart(result: Any, path: str | Path) -> Path:
+    """Grouped bars of the 0-1 quality metrics per strategy, beside the tokens each compile spent."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise DependencyError("matplotlib is needed for the comparison chart",
+                              hint="pip install 'syntra-dspy[plot]' (or matplotlib>=3.8)") from None
+    ranked = result.ranked()
+    metrics = list(dict.fromkeys(k for r in ranked for k in r.quality))
+    if any(r.downstream for r in ranked):
+        metrics.append("nDCG@10 (downstream)")
+    labels = [f"{r.strategy}\n{r.version}" for r in ranked]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+    width = 0.8 / max(1, len(metrics))
+    for m, name in enumerate(metrics):
+        values = [(r.downstream or {}).get("nDCG@10") if name.startswith("nDCG") else r.quality.get(name)
+                  for r in ranked]
+        xs = [i + (m - (len(metrics) - 1) / 2) * width for i in range(len(ranked))]
+        left.bar(xs, [v if v is not None else 0 for v in values], width, label=name)
+    left.set_xticks(range(len(ranked)), labels, fontsize=8)
+    left.set_ylim(0, 1.25)
+    left.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    left.set_ylabel("score (0-1)")
+    left.set_title(f"{result.task}: held-out quality (best first)")
+    left.legend(fontsize=7, loc="upper center", ncol=min(3, max(1, len(metrics))), frameon=False)
+    right.bar(range(len(ranked)), [r.compile_cost.get("total_tokens", 0) for r in ranked], color="grey")
+    right.set_xticks(range(len(ranked)), [r.strategy for r in ranked], fontsize=8, rotation=30)
+    right.set_title("compile tokens")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp creates 0600; reports are meant to be shared
+    os.replace(tmp, path)
+
+
+def write_reports(result: Any, out: str | Path, *, chart: bool = True) -> dict[str, str]:
+    """Write ``comparison.md``, ``comparison.json`` and (optionally) ``comparison.png``; return their paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": str(out / "comparison.md"), "json": str(out / "comparison.json")}
+    if chart:
+        paths["chart"] = str(out / "comparison.png")
+    result.outputs = paths
+    _atomic(out / "comparison.md", markdown(result))
+    _atomic(out / "comparison.json", json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    if chart:
+        draw_chart(result, out / "comparison.png")
+    return paths

@@ -1,0 +1,127 @@
+"""Score one compiled artifact on the held-out material, with the same verifier and settings for all.
+
+Identifier/attribute extraction and query writing run on the fresh documents with the artifact's frozen
+program (what production would send); the task's verifier judges each document's outputs separately
+(0-3, the test-mode rubric), so one bad document does not hide behind good ones. A document whose
+extraction or queries fail scores 0. The annotator labels the held-out pairs in chunks, exactly as in
+production, and its labels are compared with the reference labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import mean
+from typing import Any
+
+import dspy
+
+from syntra_dspy.artifacts import Artifact
+from syntra_dspy.comparison.agreement import label_agreement
+from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
+from syntra_dspy.errors import LMOutputError
+from syntra_dspy.optimizers import trials as tr
+from syntra_dspy.optimizers.self_improve import _score, clean_text
+from syntra_dspy.optimizers.settings import CompileSettings
+from syntra_dspy.programs import context as ctx
+from syntra_dspy.programs.authoring import InstructionAuthor
+from syntra_dspy.signatures.types import label_class
+
+
+class HeldoutScorer:
+    """Runs an artifact's program on held-out material and judges it with the verifier role."""
+
+    def __init__(self, *, lms: Any, settings: CompileSettings, meter: Any = None) -> None:
+        self.lms, self.settings, self.meter = lms, settings, meter
+        self.author = InstructionAuthor()
+
+    def _stage(self, name: str):
+        from contextlib import nullcontext
+
+        return self.meter.stage(name) if self.meter is not None else nullcontext()
+
+    def _judge(self, name: str, **inputs: Any) -> tuple[int, str]:
+        with dspy.context(lm=self.lms.verifier, adapter=dspy.JSONAdapter()):
+            pred = getattr(self.author, name)(**inputs)
+        return _score(pred.score), clean_text(pred.feedback)
+
+    def _generating(self, fn, *args, **kwargs):
+        with dspy.context(lm=self.lms.generator, adapter=dspy.JSONAdapter()):
+            return fn(*args, **kwargs)
+
+    def score(self, artifact: Artifact, material: HeldoutMaterial, corpus: Any) -> dict[str, Any]:
+        """Verifier scores on fresh documents and, when the material has pairs, annotation agreement."""
+        program = artifact.program
+        task = ctx.task_context(program.state.task_definition)
+        golden = ctx.example_queries(program.state.examples)
+        docs = [corpus[d] for d in material.documents]
+        with self._stage("heldout_generation"):
+            features = self._generating(tr.run_extraction, program, docs)
+            queries = self._generating(tr.run_queries, program, features, self.settings.queries_per_doc)
+        by_doc = {q.doc.doc_id: q for q in queries}
+        per_doc = []
+        with self._stage("heldout_judging"):
+            for ft in features:
+                row: dict[str, Any] = {"doc_id": ft.doc.doc_id, "idattr": 0, "queries": 0, "written": []}
+                if ft.features is not None:
+                    row["idattr"], row["idattr_feedback"] = self._judge(
+                        "judge_idattr", task_context=task, samples=tr.features_samples([ft], with_documents=True))
+                qt = by_doc.get(ft.doc.doc_id)
+                if qt is not None and qt.queries:
+                    row["written"] = list(qt.queries)
+                    row["queries"], row["queries_feedback"] = self._judge(
+                        "judge_queries", task_context=task, golden_queries=golden,
+                        query_instruction=program.write.signature.instructions,
+                        pairs=tr.query_pairs([qt], limit=len(qt.queries), seed=self.settings.seed))
+                per_doc.append(row)
+        threshold = self.settings.pass_threshold
+        result: dict[str, Any] = {
+            "idattr_score": mean(r["idattr"] for r in per_doc) if per_doc else None,
+            "query_score": mean(r["queries"] for r in per_doc) if per_doc else None,
+            "idattr_pass_rate": mean(r["idattr"] >= threshold for r in per_doc) if per_doc else None,
+            "query_pass_rate": mean(r["queries"] >= threshold for r in per_doc) if per_doc else None,
+            "documents": per_doc,
+        }
+        if material.items:
+            with self._stage("heldout_annotation"):
+                predicted = self._generating(label_items, program, material.items, corpus,
+                                             chunk_size=self.settings.chunk_size)
+            gold = [item.gold for item in material.items]
+            result["annotation"] = label_agreement(gold, predicted)
+            result["labels"] = [{"query_id": i.query_id, "doc_id": i.doc_id, "gold": i.gold, "source": i.source,
+                                 "predicted": p} for i, p in zip(material.items, predicted)]
+        return result
+
+
+def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk_size: int) -> list[str | None]:
+    """The program's three-class label for every item (None where annotation failed after its retries)."""
+    by_query: dict[str, list[int]] = {}
+    for n, item in enumerate(items):
+        by_query.setdefault(item.query_id, []).append(n)
+    out: list[str | None] = [None] * len(items)
+    for positions in by_query.values():
+        query = items[positions[0]].query
+        for start in range(0, len(positions), chunk_size):
+            chunk = positions[start:start + chunk_size]
+            try:
+                scores = program.label_candidates(query, [corpus[items[n].doc_id].content for n in chunk])
+            except LMOutputError:
+                continue
+            for n, score in zip(chunk, scores):
+                out[n] = label_class(score)
+    return out
+
+
+def normalized_quality(metrics: dict[str, Any]) -> dict[str, float]:
+    """The metrics that rank strategies, each on 0-1 (verifier scores divided by 3)."""
+    out: dict[str, float] = {}
+    if metrics.get("idattr_score") is not None:
+        out["identifiers (verifier)"] = metrics["idattr_score"] / 3
+    if metrics.get("query_score") is not None:
+        out["queries (verifier)"] = metrics["query_score"] / 3
+    annotation = metrics.get("annotation")
+    if annotation:
+        if annotation["binary"]["accuracy"] is not None:
+            out["labels, binary accuracy"] = annotation["binary"]["accuracy"]
+        if annotation["three_class"]["accuracy"] is not None:
+            out["labels, 3-class accuracy"] = annotation["three_class"]["accuracy"]
+    return out

@@ -1,0 +1,206 @@
+"""`syntra compare`: agreement metrics, held-out material, ranking and the three reports."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from helpers import MINI_TASK, scripted_roles
+from test_compare_helpers import HELDOUT_QUERIES, fast_encoder, use_fast_encoder, write_heldout_beir  # noqa: F401
+
+from syntra_dspy.comparison import (
+    HeldoutOptions,
+    agreement,
+    cohen_kappa,
+    compare_strategies,
+    label_agreement,
+    load_judgements,
+)
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.optimizers import CompileSettings
+from syntra_dspy.optimizers.terminal_review import TerminalReviewer
+from syntra_dspy.testing import SyntraBrain
+
+SETTINGS = CompileSettings(sample_docs=3, selection_target=20)
+
+
+# -- agreement ------------------------------------------------------------------------------------------
+def test_cohen_kappa_matches_the_hand_computed_value():
+    # 50 pairs: 20 yes/yes, 5 yes/no, 10 no/yes, 15 no/no.  p_o = 35/50 = 0.7;
+    # p_e = (25/50)(30/50) + (25/50)(20/50) = 0.3 + 0.2 = 0.5;  kappa = (0.7 - 0.5) / (1 - 0.5) = 0.4
+    gold = ["yes"] * 25 + ["no"] * 25
+    pred = ["yes"] * 20 + ["no"] * 5 + ["yes"] * 10 + ["no"] * 15
+    assert cohen_kappa(gold, pred) == pytest.approx(0.4)
+    assert cohen_kappa(["a", "a"], ["a", "a"]) is None  # undefined: one class only
+    assert cohen_kappa(["a", "b"], ["b", "a"]) == pytest.approx(-1.0)
+
+
+def test_three_class_kappa_agrees_with_scikit_learn():
+    sklearn = pytest.importorskip("sklearn.metrics")
+    gold = ["positive", "hard_negative", "easy_negative", "positive", "hard_negative", "easy_negative", "positive"]
+    pred = ["positive", "easy_negative", "easy_negative", "hard_negative", "hard_negative", "easy_negative", "positive"]
+    assert cohen_kappa(gold, pred) == pytest.approx(sklearn.cohen_kappa_score(gold, pred))
+
+
+def test_agreement_reports_per_class_precision_recall_and_unlabelled_pairs():
+    gold = ["positive", "positive", "hard_negative", "easy_negative", "easy_negative"]
+    pred = ["positive", "hard_negative", "hard_negative", "hard_negative", None]
+    three = agreement(gold, pred, ("positive", "hard_negative", "easy_negative"))
+    assert three.n == 5 and three.unlabelled == 1 and three.accuracy == pytest.approx(2 / 5)
+    assert three.per_class["positive"] == {"precision": 1.0, "recall": 0.5, "support": 2, "predicted": 1}
+    assert three.per_class["hard_negative"]["precision"] == pytest.approx(1 / 3)
+    assert three.per_class["easy_negative"]["recall"] == 0.0
+    both = label_agreement(gold, pred)
+    assert both["binary"]["accuracy"] == pytest.approx(3 / 5)  # hard and easy merge into non_relevant
+    assert both["training_label_precision"] == pytest.approx(2 / 4)
+
+
+# -- held-out judgements -----------------------------------------------------------------------------------
+def test_judgements_from_beir_qrels_and_from_a_label_file(tmp_path):
+    qrels = write_heldout_beir(tmp_path / "beir")
+    queries, labels = load_judgements(qrels)
+    assert queries["157"] == HELDOUT_QUERIES["157"][0] and labels["157"] == {"13439128": "positive"}
+    file = tmp_path / "labels.csv"
+    file.write_text("query,doc_id,label\nsome claim,d1,3\nsome claim,d2,1\n")
+    queries, labels = load_judgements(file)
+    assert queries == {"q1": "some claim"} and labels == {"q1": {"d1": "positive", "d2": "hard_negative"}}
+    (tmp_path / "beir" / "queries.jsonl").unlink()
+    with pytest.raises(ConfigError, match="need their queries.*--heldout-queries"):
+        load_judgements(qrels)
+
+
+# -- the comparison ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """none, self-improve, gepa and an interactive human session, scored on the same held-out material."""
+    root = tmp_path_factory.mktemp("compare")
+    qrels = write_heldout_beir(root / "heldout")
+    roles, _ = scripted_roles()
+    typed = "\n" * 20  # the person accepts every verifier judgement and supplies no labels
+    with pytest.MonkeyPatch.context() as mp:
+        use_fast_encoder(mp)
+        result = compare_strategies(
+            MINI_TASK, strategies="none,self-improve,human,gepa", out=root / "out", lms=roles,
+            index_dir=root / "index", settings=SETTINGS, heldout=HeldoutOptions(docs=3, qrels=qrels),
+            strategy_options={"human": {"terminal": TerminalReviewer(io.StringIO(typed), io.StringIO()),
+                                        "record": root / "feedback.jsonl"}})
+    return {"root": root, "result": result, "qrels": qrels}
+
+
+def test_an_improving_strategy_ranks_above_one_that_does_not(compared):
+    result = compared["result"]
+    by = {r.strategy: r for r in result.strategies}
+    assert by["self-improve"].rank < by["none"].rank and result.ranked()[-1].strategy == "none"
+    assert by["self-improve"].metrics["query_score"] == 3 and by["none"].metrics["query_score"] == 1
+    assert by["self-improve"].overall > by["none"].overall
+    # the cheaper of two equally good strategies ranks first
+    assert by["self-improve"].compile_cost["total_tokens"] < by["gepa"].compile_cost["total_tokens"]
+    assert by["self-improve"].rank < by["gepa"].rank
+
+
+def test_every_strategy_is_scored_on_the_same_unseen_material(compared):
+    result = compared["result"]
+    held = result.heldout
+    samples = set()
+    for r in result.strategies:
+        manifest = json.loads((compared["root"] / "out" / "artifacts" / "mini" / r.version / "manifest.json").read_text())
+        samples.add(tuple(manifest["sample"]["documents"]))  # same seed, same trial documents
+        assert not set(held["documents"]) & set(manifest["sample"]["documents"])
+        assert r.compile_cost["calls"] > 0 or r.strategy == "none"
+        assert r.metrics["annotation"]["three_class"]["n"] == held["pairs"]
+    assert len(samples) == 1 and len(held["documents"]) == 3
+    assert held["pair_counts"]["judged:positive"] == len(HELDOUT_QUERIES)
+    assert held["pair_counts"]["unjudged:hard_negative"] > 0 and held["pair_counts"]["random:easy_negative"] > 0
+
+
+def test_reports_name_every_artifact_version(compared):
+    result, out = compared["result"], compared["root"] / "out"
+    md = (out / "comparison.md").read_text()
+    data = json.loads((out / "comparison.json").read_text())
+    assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for r in result.strategies:
+        assert f"`{r.version}`" in md and r.version in json.dumps(data)
+    assert data["ranking"] == [r.strategy for r in result.ranked()]
+    assert "| 1 | self-improve |" in md and "binary κ" in md and "training-label precision" in md
+
+
+def test_a_replayed_comparison_reproduces_every_artifact(compared, tmp_path, monkeypatch):
+    use_fast_encoder(monkeypatch)
+    roles, _ = scripted_roles()
+    again = compare_strategies(MINI_TASK, strategies="human,none", out=tmp_path / "out", lms=roles,
+                               index_dir=compared["root"] / "index", settings=SETTINGS,
+                               heldout=HeldoutOptions(docs=3), chart=False,
+                               strategy_options={"human": {"feedback": compared["root"] / "feedback.jsonl"}})
+    first = {r.strategy: r.version for r in compared["result"].strategies}
+    assert {r.strategy: r.version for r in again.strategies} == {"human": first["human"], "none": first["none"]}
+    assert "annotation" not in again.strategies[0].metrics and not (tmp_path / "out" / "comparison.png").exists()
+
+
+def test_a_stubborn_self_improve_does_not_outrank_what_it_failed_to_improve(tmp_path, fast_encoder):  # noqa: F811
+    roles, _ = scripted_roles(SyntraBrain(stubborn=True))
+    result = compare_strategies(MINI_TASK, strategies="self-improve,none", out=tmp_path / "out", lms=roles,
+                                index_dir=tmp_path / "index", settings=SETTINGS, heldout=HeldoutOptions(docs=3),
+                                chart=False)
+    by = {r.strategy: r for r in result.strategies}
+    assert by["self-improve"].overall == by["none"].overall  # no improvement: same quality ...
+    assert by["none"].rank == 1  # ... and none spent fewer tokens
+
+
+# -- the command line ----------------------------------------------------------------------------------------
+def test_cli_compare_prints_the_table_and_writes_reports(tmp_path, monkeypatch, capsys, fast_encoder):  # noqa: F811
+    from syntra_dspy.cli import main
+    from syntra_dspy.lm.roles import LMRoles
+
+    roles, _ = scripted_roles()
+    monkeypatch.setattr(LMRoles, "from_spec", classmethod(lambda cls, *a, **k: roles))
+    qrels = write_heldout_beir(tmp_path / "heldout")
+    code = main(["compare", str(MINI_TASK), "--strategies", "none,self-improve", "--out", str(tmp_path / "out"),
+                 "--artifacts", str(tmp_path / "artifacts"), "--index-dir", str(tmp_path / "index"),
+                 "--sample-docs", "3", "--selection-target", "20", "--heldout-docs", "2",
+                 "--heldout-qrels", str(qrels), "--heldout-max-queries", "3", "--no-chart"])
+    out = capsys.readouterr().out
+    assert code == 0 and "# Strategy comparison: mini" in out and "| 1 | self-improve |" in out
+    assert (tmp_path / "out" / "comparison.json").is_file() and (tmp_path / "artifacts" / "mini").is_dir()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategies", "none,magic"], "unknown strategy magic"),
+    (["--strategies", "none", "--human-feedback", "f.jsonl"], "--human-feedback is only used by the 'human'"),
+    (["--strategies", "none", "--downstream"], "--downstream needs an evaluation dataset"),
+])
+def test_cli_compare_refuses_bad_options_with_a_fix(argv, message, capsys):
+    from syntra_dspy.cli import main
+
+    assert main(["compare", str(MINI_TASK), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_downstream_produces_trains_and_evaluates_each_strategy(tmp_path, monkeypatch):
+    """The one scripted end-to-end check of --downstream: a real (tiny) LoRA step on the bundled MiniLM."""
+    import shutil
+
+    from test_compare_helpers import FastEncoder
+
+    from syntra_dspy.comparison import DownstreamOptions
+    from syntra_dspy.training import TrainConfig
+
+    use_fast_encoder(monkeypatch)
+    monkeypatch.setattr("syntra_dspy.production.setup.load_encoder", lambda *a, **k: FastEncoder())
+    qrels = write_heldout_beir(tmp_path / "eval")
+    shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
+    roles, _ = scripted_roles()
+    options = DownstreamOptions(dataset=f"beir:{tmp_path / 'eval'}:test", docs=4,
+                                train=TrainConfig(max_steps=1, batch_size=4, num_negatives=1))
+    result = compare_strategies(MINI_TASK, strategies="none,self-improve", out=tmp_path / "out", lms=roles,
+                                index_dir=tmp_path / "index", settings=SETTINGS,
+                                heldout=HeldoutOptions(docs=2, qrels=qrels), downstream=options, chart=False)
+    by = {r.strategy: r for r in result.strategies}
+    improved, untouched = by["self-improve"].downstream, by["none"].downstream
+    assert improved["records"] > 0 and improved["train_steps"] == 1 and 0.0 <= improved["nDCG@10"] <= 1.0
+    # the brain's unrefined annotator never labels a positive: nothing to train on, and it says so
+    assert untouched["records"] == 0 and "no training records" in untouched["error"]
+    assert by["self-improve"].rank == 1
+    assert result.baseline["model"] == "all-MiniLM-L6-v2" and "nDCG@10" in result.baseline
+    assert "nDCG@10" in (tmp_path / "out" / "comparison.md").read_text()

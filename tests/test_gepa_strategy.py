@@ -1,0 +1,88 @@
+"""GEPA as a strategy: dspy.GEPA runs end to end on SYNTRA's metrics and yields an ordinary artifact."""
+
+from __future__ import annotations
+
+import inspect
+
+import dspy
+import pytest
+from helpers import MINI_TASK, scripted_roles
+from test_compare_helpers import fast_encoder  # noqa: F401  (fixture)
+
+from syntra_dspy.artifacts import load_artifact
+from syntra_dspy.optimizers import STRATEGIES, GEPASettings, GEPAStrategy
+from syntra_dspy.optimizers.gepa import _Metric
+from syntra_dspy.testing import GUIDANCE_MARK, LENIENT_MARK, STYLE_MARK, SyntraBrain
+
+
+def compile_gepa(tmp_path, brain=None, **gepa):
+    from syntra_dspy.compiler import compile_task
+    from syntra_dspy.optimizers import CompileSettings
+
+    roles, brain = scripted_roles(brain)
+    artifact = compile_task(MINI_TASK, strategy="gepa", out=tmp_path / "artifacts", lms=roles,
+                            index_dir=tmp_path / "index", settings=CompileSettings(sample_docs=3, selection_target=20),
+                            optimizer_kwargs={"gepa": gepa} if gepa else None)
+    return artifact, brain
+
+
+def test_gepa_is_a_registered_strategy_with_keyword_only_settings():
+    assert STRATEGIES["gepa"] is GEPAStrategy
+    params = inspect.signature(GEPAStrategy.__init__).parameters
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for name, p in params.items() if name != "self")
+    with pytest.raises(ValueError):
+        GEPASettings(max_metric_calls=0)
+
+
+def test_gepa_improves_every_stage_and_saves_a_loadable_artifact(tmp_path, fast_encoder):  # noqa: F811
+    artifact, brain = compile_gepa(tmp_path)
+    assert brain.calls["propose_instruction"] >= 3  # GEPA's reflection LM was asked, in JSON
+    loaded = load_artifact(artifact.path)
+    program = loaded.program
+    assert GUIDANCE_MARK in program.extract.signature.instructions
+    assert STYLE_MARK in program.write.signature.instructions
+    assert LENIENT_MARK in program.annotate.signature.instructions
+    # the components keep the drafts GEPA started from; the steps carry what production sends
+    assert STYLE_MARK not in program.state.query_instruction
+    history = {h["name"]: h for h in loaded.manifest["history"]}
+    assert history["task_definition"]["stop_reason"] == "not_evaluated"
+    for stage in ("idattr", "query_instruction", "annotation_instruction"):
+        loop = history[stage]
+        assert loop["passed"] and loop["kept"] > 1 and loop["attempts"][0]["score"] < 1.0
+        assert loop["attempts"][loop["kept"] - 1]["score"] == 1.0
+        assert loaded.manifest["usage"][stage]["calls"] > 0
+    assert loaded.manifest["optimizer"]["gepa"]["max_metric_calls"] == 30
+    assert loaded.manifest["strategy"] == "gepa"
+
+
+def test_gepa_keeps_the_seed_when_nothing_improves(tmp_path, fast_encoder):  # noqa: F811
+    artifact, _ = compile_gepa(tmp_path, SyntraBrain(stubborn=True), max_metric_calls=12)
+    for loop in artifact.manifest["history"][1:]:
+        assert loop["kept"] == 1 and not loop["passed"] and len(loop["attempts"]) == 1
+    assert STYLE_MARK not in artifact.program.write.signature.instructions
+
+
+def test_gepa_can_be_limited_to_some_stages(tmp_path, fast_encoder):  # noqa: F811
+    artifact, brain = compile_gepa(tmp_path, stages=["annotation_instruction"])
+    history = {h["name"]: h for h in artifact.manifest["history"]}
+    assert history["idattr"]["stop_reason"] == "not_evaluated"
+    assert history["query_instruction"]["stop_reason"] == "not_evaluated"
+    assert LENIENT_MARK in artifact.program.annotate.signature.instructions
+    assert GUIDANCE_MARK not in artifact.program.extract.signature.instructions
+    assert "judge_idattr" not in brain.calls
+
+
+def test_metric_follows_gepas_five_argument_contract_and_memoises():
+    judged = []
+
+    def judge(gold, pred):
+        judged.append(pred.answer)
+        return 2 / 3, "needs claims"
+
+    metric = _Metric(judge, key=lambda pred: pred.answer)
+    inspect.signature(metric).bind(None, None, None, None, None)  # what dspy.GEPA checks
+    pred = dspy.Prediction(answer="a")
+    first = metric(dspy.Example(), pred, None, "write", None)
+    again = metric(dspy.Example(), pred)
+    assert first.score == again.score == pytest.approx(2 / 3) and first.feedback == "needs claims"
+    assert judged == ["a"]
