@@ -1,0 +1,103 @@
+"""``syntra train``: LoRA fine-tuning of an embedding model on exported training records."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from syntra_dspy.training.config import DEFAULT_QUERY_FORMAT, TrainConfig
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+
+# (flag, TrainConfig field, type, help); the default shown is TrainConfig's, so there is one source.
+_OPTIONS = (
+    ("--lora-rank", "lora_rank", int, "LoRA rank"),
+    ("--lora-alpha", "lora_alpha", float, "LoRA alpha"),
+    ("--lora-dropout", "lora_dropout", float, "LoRA dropout"),
+    ("--target-modules", "target_modules", str,
+     "layers that get adapters: all-linear, peft-default, or comma-separated names (e.g. query,value)"),
+    ("--lr", "learning_rate", float, "peak learning rate"),
+    ("--warmup-ratio", "warmup_ratio", float, "share of the steps spent warming up"),
+    ("--epochs", "epochs", float, "passes over the records"),
+    ("--max-steps", "max_steps", int, "stop after this many optimizer steps (-1: no limit)"),
+    ("--batch-size", "batch_size", int, "queries per optimizer step"),
+    ("--lr-scheduler", "lr_scheduler", str, "transformers LR schedule (linear, cosine, constant, ...)"),
+    ("--weight-decay", "weight_decay", float, "AdamW weight decay"),
+    ("--seed", "seed", int, "seed for LoRA init, example building, batching and dropout"),
+    ("--precision", "precision", str, "auto (bf16 on a capable GPU, else fp32), fp32, bf16 or fp16"),
+    ("--negatives", "num_negatives", int,
+     "hard negatives per query, repeated when a record has fewer (0: in-batch negatives only)"),
+    ("--temperature", "temperature", float, "InfoNCE temperature (loss scale = 1/temperature)"),
+    ("--loss", "loss", str, "mnrl, or cached-mnrl for large batches in bounded memory"),
+    ("--mini-batch-size", "mini_batch_size", int, "texts per forward pass with --loss cached-mnrl"),
+    ("--max-seq-length", "max_seq_length", int, ("truncate texts to this many tokens while training "
+                                                 "(default: the base model's limit)")),
+    ("--device", "device", str, "torch device (default: automatic)"),
+    ("--logging-steps", "logging_steps", int, "log the loss every N steps"),
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``train`` subcommand."""
+    p = subparsers.add_parser(
+        "train",
+        help="fine-tune an embedding model with LoRA on exported records",
+        description="Fine-tune a sentence-transformers model with LoRA (in-batch + hard-negative InfoNCE) on "
+                    "records written by `syntra export`; saves OUT/adapter, OUT/merged, a model card "
+                    "(OUT/README.md) and OUT/training.json. Defaults follow the paper.",
+    )
+    p.add_argument("data", metavar="DATA",
+                   help="exported records: a .jsonl file (with its .meta.json) or a datasets save_to_disk folder")
+    p.add_argument("--base", required=True, metavar="MODEL",
+                   help="base model: all-MiniLM-L6-v2 (bundled), a model folder, or a Hugging Face model id")
+    p.add_argument("--out", required=True, metavar="DIR", type=Path, help="output folder")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it already holds files")
+    for flag, name, kind, text in _OPTIONS:
+        default = _DEFAULTS[name]
+        shown = "" if default is None else f" (default: {default})"
+        metavar = {int: "N", float: "X"}.get(kind, "NAME")
+        p.add_argument(flag, dest=name, type=kind, default=None, metavar=metavar, help=text + shown)
+    p.add_argument("--instruction-prefix", dest="query_format", nargs="?", const=DEFAULT_QUERY_FORMAT,
+                   default=None, metavar="FORMAT",
+                   help="prefix each query with its record's retrieval instruction; FORMAT names {instruction} "
+                        f"and {{query}} (default when given without FORMAT: {DEFAULT_QUERY_FORMAT!r}); "
+                        "off unless given")
+    p.add_argument("--no-model-prompts", dest="use_model_prompts", action="store_false", default=None,
+                   help="do not apply the base model's own query/document prompts while training")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig the command line asks for: TrainConfig's defaults for anything not given."""
+    given = {name: getattr(args, name) for _, name, _, _ in _OPTIONS if getattr(args, name) is not None}
+    if args.query_format is not None:
+        # a shell passes "\n" literally; the reference template needs a real line break
+        given["query_format"] = args.query_format.replace("\\n", "\n").replace("\\t", "\t")
+    if args.use_model_prompts is not None:
+        given["use_model_prompts"] = args.use_model_prompts
+    if "target_modules" in given and given["target_modules"] not in ("all-linear", "peft-default"):
+        given["target_modules"] = tuple(t.strip() for t in given["target_modules"].split(",") if t.strip())
+    return TrainConfig(**given)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, then print where the model went."""
+    from syntra_dspy.training import train_embedding_model
+
+    config = config_from_args(args)
+    result = train_embedding_model(args.data, base=args.base, out=args.out, config=config,
+                                   overwrite=args.overwrite, progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        loss = f"{result.final_loss:.4f}" if result.final_loss is not None else "n/a"
+        print(f"trained on {result.records} records ({result.examples} examples), {result.steps} steps "
+              f"in {result.seconds:.1f}s, final loss {loss}")
+        print(f"merged model: {result.merged_dir}")
+        print(f"adapter:      {result.adapter_dir}")
+        print(f"model card:   {result.card_path}")
+    return 0

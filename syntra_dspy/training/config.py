@@ -1,0 +1,158 @@
+"""Training settings: one frozen dataclass with the paper's defaults, validated on construction."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from syntra_dspy.errors import ConfigError
+
+#: The reference implementation's query template (FlagEmbedding ``query_instruction_format``).
+DEFAULT_QUERY_FORMAT = "Instruct: {instruction}\nQuery: {query}"
+
+LossName = Literal["mnrl", "cached-mnrl"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+_LOSSES = ("mnrl", "cached-mnrl")
+_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to fine-tune an embedding model with LoRA on SYNTRA records.
+
+    Defaults follow the paper's training recipe (LoRA rank 32, alpha 64, dropout 0.1, lr 1e-4, warmup 0.1,
+    one epoch, seed 42, 16 queries per batch, one positive and seven hard negatives per query, InfoNCE at
+    temperature 0.02). ``query_format`` is off by default: small symmetric models such as all-MiniLM-L6-v2
+    were never trained with instructions.
+    """
+
+    # LoRA
+    lora_rank: int = 32
+    lora_alpha: float = 64.0
+    lora_dropout: float = 0.1
+    #: ``"all-linear"`` (every linear layer of the transformer except a pooler / output head, as the paper's
+    #: q/k/v/o/gate/up/down), ``"peft-default"`` (peft's per-architecture choice, e.g. BERT: query, value),
+    #: or explicit module names.
+    target_modules: str | tuple[str, ...] = "all-linear"
+    # optimisation
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.1
+    epochs: float = 1.0
+    max_steps: int = -1  # > 0 stops after that many optimizer steps (smoke runs, timing)
+    batch_size: int = 16
+    lr_scheduler: str = "linear"
+    weight_decay: float = 0.0
+    seed: int = 42
+    precision: Precision = "auto"
+    # data and loss
+    num_negatives: int = 7  # hard negatives per query (repeated when a record has fewer; 0: in-batch only)
+    temperature: float = 0.02  # InfoNCE temperature; the loss scale is 1 / temperature
+    loss: LossName = "mnrl"
+    mini_batch_size: int = 32  # only for "cached-mnrl" (GradCache: large batches in bounded memory)
+    max_seq_length: int | None = None  # None: the base model's own limit
+    query_format: str | None = None  # e.g. DEFAULT_QUERY_FORMAT; None: queries go in unchanged
+    use_model_prompts: bool = True  # apply the base model's own "query"/"document" prompts when it has them
+    # running
+    device: str | None = None
+    logging_steps: int = 10
+
+    def __post_init__(self) -> None:
+        if isinstance(self.target_modules, list):
+            object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        _positive_int(self, "lora_rank", "batch_size", "mini_batch_size", "logging_steps")
+        _positive_number(self, "lora_alpha", "learning_rate", "epochs", "temperature")
+        _in_range(self, "lora_dropout", 0.0, 1.0, right_open=True)
+        _in_range(self, "warmup_ratio", 0.0, 1.0, right_open=True)
+        _in_range(self, "weight_decay", 0.0, 1.0, right_open=False)
+        if not isinstance(self.num_negatives, int) or self.num_negatives < 0:
+            raise ConfigError(f"must be an integer >= 0, got {self.num_negatives!r}", field="num_negatives")
+        if not isinstance(self.max_steps, int) or self.max_steps == 0 or self.max_steps < -1:
+            raise ConfigError(f"must be -1 (no limit) or a positive integer, got {self.max_steps!r}",
+                              field="max_steps")
+        if self.max_seq_length is not None and (not isinstance(self.max_seq_length, int)
+                                                or self.max_seq_length < 8):
+            raise ConfigError(f"must be an integer >= 8 or None, got {self.max_seq_length!r}",
+                              field="max_seq_length")
+        if not isinstance(self.seed, int):
+            raise ConfigError(f"must be an integer, got {self.seed!r}", field="seed")
+        if self.loss not in _LOSSES:
+            raise ConfigError(f"unknown loss {self.loss!r}", field="loss", hint=f"one of {', '.join(_LOSSES)}")
+        if self.precision not in _PRECISIONS:
+            raise ConfigError(f"unknown precision {self.precision!r}", field="precision",
+                              hint=f"one of {', '.join(_PRECISIONS)}")
+        targets = self.target_modules
+        if isinstance(targets, str):
+            if not targets.strip():
+                raise ConfigError("must not be empty", field="target_modules",
+                                  hint="'all-linear', 'peft-default' or module names such as query,value")
+        elif not targets or not all(isinstance(t, str) and t.strip() for t in targets):
+            raise ConfigError(f"must be a non-empty list of module names, got {targets!r}",
+                              field="target_modules")
+        if self.query_format is not None:
+            check_query_format(self.query_format)
+
+    @property
+    def scale(self) -> float:
+        """The similarity scale MultipleNegativesRankingLoss multiplies by (1 / temperature)."""
+        return 1.0 / self.temperature
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with some settings changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        if isinstance(self.target_modules, tuple):
+            out["target_modules"] = list(self.target_modules)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown training setting(s): {', '.join(unknown)}",
+                              hint=f"known settings: {', '.join(sorted(known))}")
+        return cls(**data)
+
+
+def check_query_format(fmt: str) -> None:
+    """A query template must name ``{query}`` and may name ``{instruction}``, nothing else."""
+    import string
+
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(fmt) if name is not None}
+    except ValueError as exc:
+        raise ConfigError(f"not a valid format string: {exc}", field="query_format") from None
+    if "query" not in names:
+        raise ConfigError(f"must contain {{query}}, got {fmt!r}", field="query_format",
+                          hint=f"e.g. {DEFAULT_QUERY_FORMAT!r}")
+    if names - {"query", "instruction"}:
+        raise ConfigError(f"only {{instruction}} and {{query}} may appear, got {sorted(names)}",
+                          field="query_format")
+
+
+def _positive_int(cfg: TrainConfig, *names: str) -> None:
+    for name in names:
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"must be a positive integer, got {value!r}", field=name)
+
+
+def _positive_number(cfg: TrainConfig, *names: str) -> None:
+    for name in names:
+        value = getattr(cfg, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                or value <= 0:
+            raise ConfigError(f"must be a positive number, got {value!r}", field=name)
+
+
+def _in_range(cfg: TrainConfig, name: str, low: float, high: float, *, right_open: bool) -> None:
+    value = getattr(cfg, name)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value and (
+        value < high if right_open else value <= high)
+    if not ok:
+        bracket = ")" if right_open else "]"
+        raise ConfigError(f"must be in [{low}, {high}{bracket}, got {value!r}", field=name)
