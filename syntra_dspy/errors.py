@@ -80,5 +80,11 @@ def is_retryable(err: BaseException) -> bool:
         return err.retryable
     if isinstance(err, LMOutputError):
         return True
+    try:
+        from dspy.utils.exceptions import is_retryable_lm_error
+    except ImportError:  # pragma: no cover - older DSPy
+        is_retryable_lm_error = None
+    if is_retryable_lm_error is not None and is_retryable_lm_error(err):
+        return True
     name = type(err).__name__.lower()
     return any(k in name for k in ("timeout", "ratelimit", "connection", "serviceunavailable", "apierror"))

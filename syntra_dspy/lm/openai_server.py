@@ -169,6 +169,8 @@ class OpenAICompatibleServer:
 class _Handler(BaseHTTPRequestHandler):
     server_state: OpenAICompatibleServer
     protocol_version = "HTTP/1.1"
+    # Small JSON replies: without TCP_NODELAY, Nagle plus delayed ACKs add ~40 ms to every response.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep tests and logs quiet
         pass

@@ -1,0 +1,62 @@
+"""``syntra export RUN.db --out train.jsonl``: training records (or ``--stats``) from a run store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from syntra_dspy.errors import ConfigError
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "export", help="write training records from a run store, or print its statistics",
+        description="Every query with at least one positive and one usable negative becomes a record "
+                    "{query, instruction, pos, neg, pos_ids, neg_ids, source_doc_id, query_id, artifact_version, "
+                    "labels, ...}; <out>.meta.json records the artifact, the store, the options and the counts.")
+    p.add_argument("store", type=Path, metavar="RUN.db", help="run store written by `syntra produce`")
+    p.add_argument("--out", type=Path, default=None, help="output .jsonl file, or folder for --format hf")
+    p.add_argument("--format", choices=("jsonl", "hf"), default="jsonl",
+                   help="jsonl (default) or hf (a datasets.save_to_disk folder)")
+    p.add_argument("--negatives", choices=("hard", "hard+easy"), default="hard",
+                   help="hard negatives only (default), or topped up with easy ones to --num-negatives")
+    p.add_argument("--num-negatives", type=_positive, default=7, metavar="n", help="negatives per record (default 7)")
+    p.add_argument("--positives", choices=("all", "source-first"), default="all",
+                   help="all judged positives (default), or only the source document when it was judged positive")
+    p.add_argument("--include-unretrieved-source", action="store_true",
+                   help="add the source document to pos when retrieval missed it (unjudged; off by default)")
+    p.add_argument("--include-partial", action="store_true",
+                   help="export queries whose annotation is incomplete, from their labelled candidates only")
+    p.add_argument("--instruction", default=None, help="override the retrieval instruction put in every record")
+    p.add_argument("--stats", action="store_true", help="print counts, label distribution and drop reasons")
+    p.add_argument("--json", action="store_true", help="with --stats: print them as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntra_dspy.production import compute_stats, export_records, format_stats
+
+    if args.out is None and not args.stats:
+        raise ConfigError("nothing to do", hint="give --out FILE to export, or --stats to print statistics")
+    options = {"negatives": args.negatives, "num_negatives": args.num_negatives, "positives": args.positives,
+               "include_unretrieved_source": args.include_unretrieved_source, "include_partial": args.include_partial}
+    if args.out is not None:
+        summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction, **options)
+        dropped = ", ".join(f"{k} {v}" for k, v in summary.dropped.items() if v) or "none"
+        print(f"wrote {summary.records} records from {summary.queries} queries to {summary.out} "
+              f"(dropped: {dropped}); metadata in {summary.meta_path}")
+    if args.stats:
+        stats = compute_stats(args.store, **options)
+        print(json.dumps(stats, indent=2, ensure_ascii=False) if args.json else format_stats(stats))
+    return 0

@@ -1,0 +1,83 @@
+"""``syntra produce ARTIFACT --store RUN.db``: turn a corpus into judged queries with a compiled artifact."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from syntra_dspy.corpus import FORMATS
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def _docs(value: str) -> int | None:
+    return None if value.lower() == "all" else _positive(value)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "produce", help="produce training data from a compiled artifact into a resumable run store",
+        description="Production mode: load a compiled artifact unchanged (refused if it does not verify), select "
+                    "diverse documents and run each through extraction, blueprint planning, query writing, "
+                    "top-K retrieval and chunked annotation. Every document is committed to the SQLite run store "
+                    "in one transaction; rerun the same command to resume after any interruption.")
+    p.add_argument("artifact", type=Path, help="artifact directory (artifacts/<task>/<version>)")
+    p.add_argument("--store", required=True, type=Path, metavar="RUN.db", help="SQLite run store (created or resumed)")
+    p.add_argument("--corpus", default=None, help="corpus file (default: the one the artifact was compiled on)")
+    p.add_argument("--corpus-format", choices=FORMATS, default=None, help="corpus format (default: the artifact's)")
+    p.add_argument("--docs", type=_docs, default=None, metavar="N",
+                   help="documents to select (default 'all': every document the diverse selection keeps); "
+                        "a later run may raise it")
+    p.add_argument("--queries-per-doc", type=_positive, default=4, metavar="k", help="queries per document (default 4)")
+    p.add_argument("--top-k", type=_positive, default=20, metavar="K", help="candidates retrieved per query (default 20)")
+    p.add_argument("--chunk-size", type=_positive, default=None, metavar="c",
+                   help="candidates per annotation call (default: the artifact's setting)")
+    p.add_argument("--concurrency", type=_positive, default=4, metavar="C", help="LM calls in flight (default 4)")
+    p.add_argument("--generator", metavar="MODEL[@API_BASE]", default=None,
+                   help="generator LM: 'embedded[:NAME]' or a DSPy/LiteLLM model string, optionally @ an "
+                        "OpenAI-compatible server (e.g. hosted_vllm/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1); "
+                        "default: the artifact's generator")
+    p.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the server's key")
+    p.add_argument("--encoder", default=None,
+                   help="use this encoder instead of the artifact's (only when you mean to: records will differ)")
+    p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="also redo documents whose LM output stayed invalid, and partially annotated ones")
+    p.add_argument("--retry-temperature", type=float, default=0.7, metavar="T",
+                   help="sampling temperature for --retry-failed documents, so the retry gets fresh answers (default 0.7)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntra_dspy.production import produce
+
+    summary = produce(args.artifact, args.store, corpus=args.corpus, corpus_format=args.corpus_format,
+                      docs=args.docs, queries_per_doc=args.queries_per_doc, top_k=args.top_k,
+                      chunk_size=args.chunk_size, concurrency=args.concurrency, generator=args.generator,
+                      api_key_env=args.api_key_env, encoder=args.encoder, index_dir=args.index_dir,
+                      retry_failed=args.retry_failed, retry_temperature=args.retry_temperature,
+                      progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+        return 0
+    d = summary.documents
+    print(f"session {summary.session_id} {summary.status}: {summary.processed} documents in {summary.seconds:.1f} s, "
+          f"{summary.calls} LM calls")
+    print(f"run store {summary.store} (artifact {summary.artifact_version}): {d['done']} done, {d['partial']} partial, "
+          f"{d['failed']} failed, {d['pending']} pending of {d['planned']} planned")
+    print(f"{summary.queries} queries, {summary.records} exportable records (default export options)")
+    if summary.failures_by_stage:
+        print("failures by stage: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures_by_stage.items()))
+              + f"  (details: syntra export {summary.store} --stats)")
+    return 0

@@ -1,0 +1,28 @@
+"""Production mode: a compiled artifact + a corpus → a run store of judged queries → training records.
+
+``produce`` loads the artifact through the verified loader and never changes it, runs every selected
+document through the frozen program (features, blueprints, queries, retrieval, chunked annotation) with
+bounded concurrency, and commits each document in one SQLite transaction, so a killed run resumes with
+nothing lost or done twice. ``export_records`` turns the store into JSONL or a Hugging Face dataset.
+"""
+
+from __future__ import annotations
+
+from syntra_dspy.production.export import ExportSummary, compute_stats, export_records, format_stats
+from syntra_dspy.production.records import ExportOptions, retrieval_instruction
+from syntra_dspy.production.runner import ProduceSummary, ProductionAborted, produce
+from syntra_dspy.production.store import RunStore, StoreError
+
+__all__ = [
+    "ExportOptions",
+    "ExportSummary",
+    "ProduceSummary",
+    "ProductionAborted",
+    "RunStore",
+    "StoreError",
+    "compute_stats",
+    "export_records",
+    "format_stats",
+    "produce",
+    "retrieval_instruction",
+]

@@ -1,0 +1,293 @@
+"""``export_records``: a run store → training records (JSONL or a Hugging Face ``datasets`` folder) + sidecar.
+
+Every stored query is considered, not only a document's first; a query becomes a record when it has at
+least one positive and one usable negative under the chosen options, and every other query is counted
+under a drop reason. Output order is plan order then query order, so the same store and options always
+give byte-identical JSONL (a resumed run exports exactly what an uninterrupted one would). Files are
+written to a temporary name and renamed, so a crash never leaves a half-written export behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.production.records import (
+    DROP_REASONS,
+    FORMATS,
+    ExportOptions,
+    normalise_query,
+    retrieval_instruction,
+    select_candidates,
+)
+from syntra_dspy.production.store import RunStore
+from syntra_dspy.signatures.types import label_class
+
+META_SUFFIX = ".meta.json"
+_BATCH = 256
+
+
+@dataclass
+class ExportSummary:
+    """What an export wrote (or, for stats, would write) and why the other queries were left out."""
+
+    out: str | None
+    format: str
+    records: int = 0
+    queries: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    positives: int = 0
+    negatives: int = 0
+    meta_path: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("out", "format", "records", "queries", "dropped", "positives",
+                                               "negatives", "meta_path", "options")}
+
+
+def _records(store: RunStore, options: ExportOptions, summary: ExportSummary) -> Iterator[dict[str, Any]]:
+    """Records in output order; counts queries and drop reasons into ``summary`` as it goes."""
+    meta = store.meta()
+    version = meta.get("artifact", {}).get("version")
+    instruction = options.instruction if options.instruction is not None else meta.get("instruction") or \
+        retrieval_instruction(meta.get("task_definition", {}))
+    seen: set[str] = set()
+    dropped: Counter[str] = Counter()
+    batch: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def flush() -> Iterator[dict[str, Any]]:
+        texts = store.texts([d for row, picked in batch for d in (row["doc_id"], *picked["pos_ids"], *picked["neg_ids"])])
+        for row, picked in batch:
+            summary.records += 1
+            summary.positives += len(picked["pos_ids"])
+            summary.negatives += len(picked["neg_ids"])
+            yield {
+                "query": row["text"], "instruction": instruction,
+                "pos": [texts[d] for d in picked["pos_ids"]], "neg": [texts[d] for d in picked["neg_ids"]],
+                "pos_ids": picked["pos_ids"], "neg_ids": picked["neg_ids"], "source_doc_id": row["doc_id"],
+                "query_id": row["query_id"], "artifact_version": version, "labels": picked["labels"],
+                "source_retrieved": picked["source_retrieved"], "source_label": picked["source_label"],
+                "source_in_pos": picked["source_in_pos"],
+            }
+        batch.clear()
+
+    for row in store.iter_queries():
+        summary.queries += 1
+        picked, reason = select_candidates(row, options)
+        if picked is not None:
+            key = normalise_query(row["text"])
+            if key in seen:
+                picked, reason = None, "duplicate_query"
+            seen.add(key)
+        if picked is None:
+            dropped[reason or "unknown"] += 1
+            continue
+        batch.append((row, picked))
+        if len(batch) >= _BATCH:
+            yield from flush()
+    yield from flush()
+    summary.dropped = {r: dropped.get(r, 0) for r in DROP_REASONS}
+
+
+def _hf_row(record: dict[str, Any]) -> dict[str, Any]:
+    """Arrow needs one schema: the ``labels`` mapping becomes a list of ``{doc_id, label}``."""
+    return {**record, "labels": [{"doc_id": k, "label": v} for k, v in record["labels"].items()]}
+
+
+def _hf_features() -> Any:
+    from datasets import Features, List, Value
+
+    texts = List(Value("string"))
+    return Features({
+        "query": Value("string"), "instruction": Value("string"), "pos": texts, "neg": texts,
+        "pos_ids": texts, "neg_ids": texts, "source_doc_id": Value("string"), "query_id": Value("string"),
+        "artifact_version": Value("string"),
+        "labels": List({"doc_id": Value("string"), "label": Value("int8")}),
+        "source_retrieved": Value("bool"), "source_label": Value("int8"), "source_in_pos": Value("bool"),
+    })
+
+
+def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl", negatives: str = "hard",
+                   num_negatives: int = 7, positives: str = "all", include_unretrieved_source: bool = False,
+                   include_partial: bool = False, instruction: str | None = None) -> ExportSummary:
+    """Write the records of a run store to ``out`` (a JSONL file, or a ``save_to_disk`` folder for ``hf``)
+    and ``<out>.meta.json`` with the artifact version and checksum, the run store, options and counts.
+
+    Works on a store that a run is still writing (it exports what is committed).
+    """
+    if format not in FORMATS:
+        raise ConfigError(f"unknown export format {format!r}", field="format", hint=f"use one of: {', '.join(FORMATS)}")
+    options = ExportOptions(negatives=negatives, num_negatives=num_negatives, positives=positives,
+                            include_unretrieved_source=include_unretrieved_source, include_partial=include_partial,
+                            instruction=instruction)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary = ExportSummary(out=str(out), format=format, options=options.to_dict())
+    with RunStore.open(store, readonly=True) as run:
+        meta = run.meta()
+        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            jsonl = tmp_dir / "records.jsonl"
+            with jsonl.open("w", encoding="utf-8") as fh:
+                for record in _records(run, options, summary):
+                    row = _hf_row(record) if format == "hf" else record
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if format == "jsonl":
+                os.replace(jsonl, out)
+            else:
+                _write_hf(jsonl, out, tmp_dir)
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+        documents = run.document_counts()
+    summary.meta_path = str(out.with_name(out.name + META_SUFFIX))
+    sidecar = {
+        "artifact_version": meta.get("artifact", {}).get("version"),
+        "artifact_checksum": meta.get("artifact", {}).get("checksum"),
+        "task": meta.get("artifact", {}).get("task"),
+        "run_store": str(Path(store).resolve()),
+        "export_options": options.to_dict(),
+        "format": format,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "counts": {"records": summary.records, "queries": summary.queries, "dropped": summary.dropped,
+                   "positives": summary.positives, "negatives": summary.negatives, "documents": documents},
+    }
+    _atomic_write(Path(summary.meta_path), json.dumps(sidecar, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    return summary
+
+
+def _write_hf(jsonl: Path, out: Path, tmp_dir: Path) -> None:
+    try:
+        from datasets import Dataset
+    except ImportError:
+        from syntra_dspy.errors import DependencyError
+
+        raise DependencyError("Hugging Face datasets is not installed", hint="pip install 'datasets>=3'") from None
+    features = _hf_features()
+    if jsonl.stat().st_size:
+        ds = Dataset.from_json(str(jsonl), features=features, cache_dir=str(tmp_dir / "cache"))
+    else:
+        ds = Dataset.from_dict({name: [] for name in features}, features=features)
+    staged = tmp_dir / "dataset"
+    ds.save_to_disk(str(staged))
+    if out.exists():
+        if not (out / "dataset_info.json").is_file():
+            raise ConfigError("exists and is not a dataset folder; refusing to replace it", path=out,
+                              hint="choose another --out")
+        shutil.rmtree(out)
+    os.replace(staged, out)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: int = 7, positives: str = "all",
+                  include_unretrieved_source: bool = False, include_partial: bool = False) -> dict[str, Any]:
+    """Counts, label distribution, source-document outcomes, failures by stage, LM usage and drop reasons."""
+    options = ExportOptions(negatives=negatives, num_negatives=num_negatives, positives=positives,
+                            include_unretrieved_source=include_unretrieved_source, include_partial=include_partial)
+    with RunStore.open(store, readonly=True) as run:
+        meta = run.meta()
+        summary = count_records(run, options)
+        labels = {str(k): 0 for k in (3, 2, 1, 0)}
+        for label, n in run.rows("SELECT label, count(*) FROM candidates WHERE label IS NOT NULL GROUP BY label"):
+            labels[str(label)] = n
+        classes = Counter()
+        for label, n in labels.items():
+            classes[label_class(int(label))] += n
+        failures = run.failures(current=True)
+        source = {
+            "retrieved": run.scalar("SELECT count(*) FROM queries WHERE source_rank IS NOT NULL"),
+            "not_retrieved": run.scalar("SELECT count(*) FROM queries WHERE source_rank IS NULL"),
+            "judged_positive": run.scalar(
+                "SELECT count(*) FROM queries q JOIN candidates c ON c.query_id = q.query_id "
+                "AND c.rank = q.source_rank WHERE c.label >= 2"),
+        }
+        return {
+            "store": str(store),
+            "artifact": meta.get("artifact", {}),
+            "settings": meta.get("settings", {}),
+            "documents": run.document_counts(),
+            "queries": summary.queries,
+            "candidates": {"labelled": sum(labels.values()),
+                           "unlabelled": run.scalar("SELECT count(*) FROM candidates WHERE label IS NULL")},
+            "labels": labels,
+            "classes": {k: classes.get(k, 0) for k in ("positive", "hard_negative", "easy_negative")},
+            "source": source,
+            "failures": {"total": len(failures), "by_stage": dict(Counter(f["stage"] for f in failures)),
+                         "by_kind": dict(Counter(f["kind"] for f in failures)),
+                         "superseded": len(run.failures(current=False)) - len(failures)},
+            "records": summary.records,
+            "dropped": summary.dropped,
+            "export_options": options.to_dict(),
+            "usage": run.usage(),
+            "sessions": run.sessions(),
+        }
+
+
+class _NoTexts:
+    """Stats need ids and counts only: skip fetching document texts."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def texts(self, doc_ids: list[str]) -> dict[str, str]:
+        return dict.fromkeys(doc_ids, "")
+
+
+def count_records(store: RunStore, options: ExportOptions | None = None) -> ExportSummary:
+    """Queries, records and drop reasons an export with ``options`` (default: the defaults) would give."""
+    options = options or ExportOptions()
+    summary = ExportSummary(out=None, format="-", options=options.to_dict())
+    for _ in _records(_NoTexts(store), options, summary):
+        pass
+    return summary
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """The stats as a short human-readable report."""
+    a, d, u = stats["artifact"], stats["documents"], stats["usage"]
+    failures = stats["failures"]
+    by_stage = ", ".join(f"{k} {v}" for k, v in sorted(failures["by_stage"].items()))
+    lines = [
+        f"run store {stats['store']}: artifact {a.get('task')}/{a.get('version')}",
+        (f"documents  planned {d['planned']}, done {d['done']}, partial {d['partial']}, failed {d['failed']}, "
+         f"pending {d['pending']}"),
+        (f"queries    {stats['queries']}; candidates labelled {stats['candidates']['labelled']}, "
+         f"unlabelled {stats['candidates']['unlabelled']}"),
+        ("labels     " + ", ".join(f"{k}: {v}" for k, v in stats["labels"].items())
+         + " (" + ", ".join(f"{k} {v}" for k, v in stats["classes"].items()) + ")"),
+        (f"source doc retrieved {stats['source']['retrieved']}, not retrieved {stats['source']['not_retrieved']}, "
+         f"judged positive {stats['source']['judged_positive']}"),
+        (f"failures   {failures['total']}" + (f" ({by_stage})" if failures["total"] else "")
+         + (f"; {failures['superseded']} superseded by retries" if failures["superseded"] else "")),
+        f"records    {stats['records']} exportable with {_options_text(stats['export_options'])}",
+        "dropped    " + ", ".join(f"{k} {v}" for k, v in stats["dropped"].items()),
+    ]
+    for stage, s in u.items():
+        lat = f", {s['latency_s']:.3f} s/call" if s["latency_s"] is not None else ""
+        lines.append(f"usage      {stage:<9} {s['calls']} calls, {s['prompt_tokens']}+{s['completion_tokens']} tokens"
+                     f", {s['failures']} failed calls{lat}")
+    return "\n".join(lines)
+
+
+def _options_text(options: dict[str, Any]) -> str:
+    return (f"--negatives {options['negatives']} --num-negatives {options['num_negatives']} "
+            f"--positives {options['positives']}"
+            + (" --include-unretrieved-source" if options["include_unretrieved_source"] else "")
+            + (" --include-partial" if options["include_partial"] else ""))

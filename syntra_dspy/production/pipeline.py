@@ -1,0 +1,179 @@
+"""One unit of production work: a selected document → features → blueprints → queries → candidates → labels.
+
+The program steps (loaded frozen from the artifact) validate every answer in code and retry with a repair
+note; an answer that stays invalid raises ``LMOutputError`` and is recorded here with its stage, never
+dropped and never fatal to the run. Annotation runs in chunks of ``chunk_size`` candidates with local ids
+``0..n-1`` that are mapped back to corpus ids; chunks of one document run concurrently. Every LM call
+holds one of the run's ``slots``, so at most ``concurrency`` calls are in flight across all documents.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor, Future
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+import dspy
+
+from syntra_dspy.corpus import Corpus
+from syntra_dspy.errors import LMOutputError, is_retryable
+from syntra_dspy.lm.usage import UsageMeter, submit_in_context
+from syntra_dspy.production.units import (
+    Candidate,
+    DocumentResult,
+    Failure,
+    FailureKind,
+    QueryResult,
+    query_id,
+)
+from syntra_dspy.programs.synthesis import SynthesisProgram
+
+logger = logging.getLogger(__name__)
+
+
+class Searcher(Protocol):
+    """Batch top-k search over the full corpus index: per query, [(doc_id, score)] best first."""
+
+    def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]: ...
+
+
+class LockedSearcher:
+    """Serialises searches: the encoder and FAISS are shared by every worker thread, and encoding a few
+    queries is milliseconds next to an LM call."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        self._searcher = searcher
+        self._lock = threading.Lock()
+
+    def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
+        with self._lock:
+            return self._searcher.search(queries, k)
+
+
+@dataclass(frozen=True)
+class UnitSettings:
+    """The settings that decide what a document yields (recorded in the store; fixed for a run)."""
+
+    queries_per_doc: int
+    top_k: int
+    chunk_size: int
+
+
+def classify(exc: BaseException) -> FailureKind:
+    """``output``: invalid LM answers; ``call``: transient backend trouble; ``error``: anything else."""
+    if isinstance(exc, LMOutputError):
+        return "output"
+    from dspy.utils.exceptions import is_retryable_lm_error  # transport, timeout, rate limit, server errors
+
+    return "call" if is_retryable(exc) or is_retryable_lm_error(exc) else "error"
+
+
+def describe_error(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:2000]
+
+
+class DocumentPipeline:
+    """Runs documents through the frozen program; thread-safe, one instance per run."""
+
+    def __init__(self, program: SynthesisProgram, corpus: Corpus, searcher: Searcher, settings: UnitSettings, *,
+                 slots: AbstractContextManager, chunk_pool: Executor, retry_temperature: float = 0.7) -> None:
+        self.program = program
+        self.retry_temperature = retry_temperature
+        self.corpus = corpus
+        self.searcher = searcher
+        self.settings = settings
+        self.slots = slots
+        self.chunk_pool = chunk_pool
+
+    def run(self, doc_id: str, resample: int = 0) -> DocumentResult:
+        """Process one document; never raises for LM or backend trouble (it is in the result instead).
+
+        ``resample > 0`` (an explicit retry of invalid outputs) samples at ``retry_temperature`` with
+        ``rollout_id=resample``, so neither a deterministic model nor a cache hands back the same answers.
+        """
+        if resample:
+            lm = dspy.settings.lm.copy(rollout_id=resample, temperature=self.retry_temperature)
+            with dspy.context(lm=lm):
+                return self._run(doc_id)
+        return self._run(doc_id)
+
+    def _run(self, doc_id: str) -> DocumentResult:
+        started = time.perf_counter()
+        result = DocumentResult(doc_id=doc_id)
+        meter = UsageMeter()
+        stage = "extract"
+        try:
+            text = self.corpus[doc_id].content
+            result.texts[doc_id] = text
+            with meter.stage("extract"), self.slots:
+                features = self.program.extract_features(text)
+            result.features = features.to_dict()
+            stage = "plan"
+            with meter.stage("plan"), self.slots:
+                blueprints = self.program.plan_blueprints(text, features, self.settings.queries_per_doc)
+            result.n_blueprints = len(blueprints)
+            if not blueprints:
+                raise LMOutputError("no blueprint could be planned from the features", stage="plan")
+            stage = "write"
+            with meter.stage("write"), self.slots:
+                queries = self.program.write_queries(text, blueprints)
+            stage = "retrieve"
+            hits = self.searcher.search(list(queries), self.settings.top_k)
+            for pos, (query, blueprint, found) in enumerate(zip(queries, blueprints, hits)):
+                q = QueryResult(query_id=query_id(doc_id, pos), position=pos, text=query,
+                                blueprint=blueprint.model_dump(mode="json"),
+                                candidates=[Candidate(rank, cid, float(score)) for rank, (cid, score) in enumerate(found)])
+                q.source_rank = next((c.rank for c in q.candidates if c.doc_id == doc_id), None)
+                result.queries.append(q)
+                for cand in q.candidates:
+                    result.texts.setdefault(cand.doc_id, self.corpus[cand.doc_id].content)
+            stage = "annotate"
+            with meter.stage("annotate"):
+                self._annotate(result)
+            if any(not q.complete for q in result.queries):
+                result.status = "partial"
+        except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
+            failed_stage = exc.stage if isinstance(exc, LMOutputError) and exc.stage else stage
+            result.fail(failed_stage, classify(exc), describe_error(exc) if not isinstance(exc, LMOutputError)
+                        else str(exc))
+            log = logger.warning if result.error_kind != "output" else logger.info
+            log("document %s failed at %s (%s): %s", doc_id, failed_stage, result.error_kind, result.error)
+        result.usage = meter.snapshot()
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _annotate(self, result: DocumentResult) -> None:
+        """Label every candidate of every query, in chunks with local ids; chunks run concurrently."""
+        size = self.settings.chunk_size
+        jobs: list[tuple[QueryResult, int, Future]] = []
+        for q in result.queries:
+            for start in range(0, len(q.candidates), size):
+                texts = [result.texts[c.doc_id] for c in q.candidates[start:start + size]]
+                jobs.append((q, start, submit_in_context(self.chunk_pool, self._label, q.text, texts)))
+        fatal: BaseException | None = None
+        for q, start, future in jobs:  # wait for every chunk, so none outlives this document's meter
+            chunk = q.candidates[start:start + size]
+            try:
+                labels = future.result()
+            except LMOutputError as exc:
+                result.failures.append(Failure(
+                    stage="annotate", kind="output", error=str(exc), query_id=q.query_id,
+                    detail={"ranks": [start, start + len(chunk) - 1], "doc_ids": [c.doc_id for c in chunk]}))
+                continue
+            except Exception as exc:  # noqa: BLE001 - backend trouble fails the document (retried on resume)
+                fatal = fatal or exc
+                continue
+            for cand, label in zip(chunk, labels):  # local id i is the i-th candidate of the chunk
+                cand.label = int(label)
+        if fatal is not None:
+            raise fatal
+
+    def _label(self, query: str, texts: Sequence[str]) -> list[int]:
+        with self.slots:
+            return self.program.label_candidates(query, list(texts))

@@ -1,0 +1,151 @@
+"""Everything a production run needs before its first LM call, resolved from the artifact and checked.
+
+The artifact decides: the frozen program (through the verified loader), the corpus (unless ``--corpus``),
+the encoder (the one recorded in its fingerprints, refused if this machine's copy has other weights unless
+the user names an encoder), the selection's tau and seed, the annotation chunk size and the generator
+(unless ``--generator``). The store's first session records these; a resumed run must match them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from syntra_dspy.artifacts import Artifact, load_artifact, render_prompts
+from syntra_dspy.corpus import Corpus, read_corpus
+from syntra_dspy.encoder import Encoder, load_encoder
+from syntra_dspy.errors import ArtifactError, ConfigError
+from syntra_dspy.index import CorpusIndex
+from syntra_dspy.lm.roles import build_lm, describe_lm, parse_lm_flag
+from syntra_dspy.production.pipeline import UnitSettings
+from syntra_dspy.retrieval import default_index_dir
+from syntra_dspy.task import LMSpec
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_QUERIES_PER_DOC = 4
+DEFAULT_TOP_K = 20
+
+
+@dataclass
+class ProductionInputs:
+    artifact: Artifact
+    corpus: Corpus
+    encoder: Encoder
+    index: CorpusIndex
+    settings: UnitSettings
+
+
+def load_verified(artifact_path: str | Path) -> Artifact:
+    """Load through the verified loader and check, once more, that every step's instructions are the
+    artifact's byte for byte (the loader already compares the rendered prompts with the manifest)."""
+    artifact = load_artifact(artifact_path)
+    if not artifact.program.frozen:
+        raise ArtifactError("the loaded program is not frozen", path=artifact.path)
+    for name, rendered in render_prompts(artifact.program).items():
+        recorded = artifact.manifest["prompts"][name]
+        if rendered["instructions_sha256"] != recorded["instructions_sha256"]:
+            raise ArtifactError(f"step '{name}' instructions differ from the artifact's", path=artifact.path)
+    return artifact
+
+
+def resolve_encoder(manifest: dict[str, Any], encoder: str | Encoder | None) -> Encoder:
+    """The encoder the artifact was compiled with; another one only when the user names it."""
+    recorded = manifest.get("fingerprints", {}).get("encoder")
+    if isinstance(encoder, Encoder):
+        return encoder
+    if encoder is not None:
+        enc = load_encoder(encoder)
+        if recorded and enc.id != recorded:
+            logger.warning("using encoder %s; the artifact was compiled with %s", enc.id, recorded)
+        return enc
+    if not recorded:
+        raise ArtifactError("the manifest records no encoder", field="fingerprints.encoder",
+                            hint="pass --encoder NAME")
+    name = recorded.rsplit("@", 1)[0]
+    try:
+        enc = load_encoder(name)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot load the artifact's encoder {name!r}: {exc.message}", field="encoder",
+                          hint="install it, or pass --encoder NAME to use another encoder deliberately") from None
+    if enc.id != recorded:
+        raise ConfigError(
+            f"the artifact was compiled with encoder {recorded}, but {name!r} here is {enc.id} (other weights)",
+            field="fingerprints.encoder",
+            hint="install the same encoder weights, or pass --encoder NAME to use this one deliberately")
+    return enc
+
+
+def resolve_corpus(manifest: dict[str, Any], corpus: str | Path | Corpus | None, corpus_format: str | None) -> Corpus:
+    if isinstance(corpus, Corpus):
+        return corpus
+    spec = manifest.get("task_spec", {}).get("corpus", {})
+    path = corpus if corpus is not None else spec.get("path")
+    if not path:
+        raise ArtifactError("the manifest records no corpus path", field="task_spec.corpus.path",
+                            hint="pass --corpus PATH")
+    fmt = corpus_format or spec.get("format") or "beir"
+    return read_corpus(path, fmt)
+
+
+def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None = None,
+                corpus_format: str | None = None, encoder: str | Encoder | None = None,
+                index_dir: str | Path | None = None, queries_per_doc: int = DEFAULT_QUERIES_PER_DOC,
+                top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None) -> ProductionInputs:
+    artifact = load_verified(artifact_path)
+    manifest = artifact.manifest
+    chunk = chunk_size if chunk_size is not None else int(manifest.get("settings", {}).get("chunk_size", 4))
+    for name, value, low in (("queries_per_doc", queries_per_doc, 1), ("top_k", top_k, 1), ("chunk_size", chunk, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
+    docs = resolve_corpus(manifest, corpus, corpus_format)
+    enc = resolve_encoder(manifest, encoder)
+    index = CorpusIndex.load_or_build(docs, enc, index_dir or default_index_dir(docs, enc))
+    fps = manifest.get("fingerprints", {})
+    if docs.fingerprint == fps.get("corpus") and enc.id == fps.get("encoder") and index.fingerprint != fps.get("index"):
+        raise ConfigError("the index does not match the artifact's, though corpus and encoder do",
+                          path=index_dir, hint="delete the cached index folder so it is rebuilt")
+    if docs.fingerprint != fps.get("corpus"):
+        logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
+    return ProductionInputs(artifact, docs, enc, index, UnitSettings(queries_per_doc, top_k, chunk))
+
+
+def _manifest_generator(manifest: dict[str, Any]) -> LMSpec:
+    info = manifest.get("lms", {}).get("generator") or {}
+    model = info.get("model") or "embedded"
+    if info.get("embedded"):
+        model = "embedded:" + str(info["embedded"].get("name"))
+    return LMSpec(model=model, api_base=info.get("api_base"), api_key_env=info.get("api_key_env"),
+                  temperature=info.get("temperature"), max_tokens=info.get("max_tokens"))
+
+
+def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.LM | None,
+                      api_key_env: str | None = None) -> tuple[dspy.LM, dict[str, Any]]:
+    """The generator LM and its secret-free description: the artifact's unless one is given.
+
+    A ``MODEL[@API_BASE]`` flag keeps the artifact's sampling settings; the artifact's key variable is kept
+    only for the same server, so a key meant for one server is never sent to another.
+    """
+    if isinstance(generator, dspy.LM):
+        return generator, describe_lm(generator, role="generator")
+    base = _manifest_generator(manifest)
+    if isinstance(generator, LMSpec):
+        spec = generator
+    elif isinstance(generator, str):
+        flag = parse_lm_flag(generator)
+        same_place = flag.api_base == base.api_base and flag.api_base is not None
+        spec = base.model_copy(update={"model": flag.model, "api_base": flag.api_base,
+                                       "api_key_env": base.api_key_env if same_place else None})
+    elif base.model == "scripted":
+        raise ConfigError("the artifact was compiled with the scripted test LM, which production cannot reach",
+                          field="lms.generator", hint="pass --generator MODEL[@API_BASE] (or 'embedded')")
+    else:
+        spec = base
+    if api_key_env:
+        spec = spec.model_copy(update={"api_key_env": api_key_env})
+    lm = build_lm(spec, role="generator")
+    return lm, describe_lm(lm, role="generator", spec=spec)

@@ -1,0 +1,392 @@
+"""The run store: one SQLite file (WAL) that holds a production run and loses nothing when it is killed.
+
+Why SQLite: a single file users can copy and inspect, transactions that survive ``kill -9``, and readers
+(``syntra export --stats``) that work while a run is writing. Each document is one unit of work written
+in one transaction (:meth:`RunStore.commit`): either all of its queries, candidates, labels, failures and
+LM usage are there, or none are. A document is committed at most once as ``done``; the guard is in SQL,
+so even a bug or a second process cannot add its records twice. An advisory lock file keeps a second
+producer off a store that is being written.
+
+Tables: ``meta`` (JSON values: schema, artifact version and checksum, settings, task definition, retrieval
+instruction, selection), ``sessions`` (one row per ``produce`` invocation), ``documents`` (the planned
+units, with status, failed stage and error), ``queries``, ``candidates`` (rank, retrieval score, 0-3
+label), ``texts`` (the content of every document referred to, so export needs only this file),
+``failures`` (every failure with stage, kind and error; ``superseded`` once a retry replaced it) and
+``usage`` (LM calls, tokens, latency and failures per session and stage).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self
+
+from syntra_dspy.errors import ConfigError, SyntraError
+from syntra_dspy.production.units import DocumentResult
+
+SCHEMA_VERSION = 1
+KIND = "syntra-dspy/run-store"
+_USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "failures", "seconds")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL, finished_at TEXT,
+    status TEXT NOT NULL DEFAULT 'running', pid INTEGER, concurrency INTEGER, generator TEXT, options TEXT);
+CREATE TABLE documents (
+    doc_id TEXT PRIMARY KEY, position INTEGER NOT NULL UNIQUE,
+    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'partial', 'failed')),
+    stage TEXT, error_kind TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0, features TEXT,
+    n_blueprints INTEGER, n_queries INTEGER, seconds REAL, session_id INTEGER, updated_at TEXT);
+CREATE TABLE queries (
+    query_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL REFERENCES documents(doc_id), position INTEGER NOT NULL,
+    text TEXT NOT NULL, blueprint TEXT NOT NULL, source_rank INTEGER, complete INTEGER NOT NULL,
+    UNIQUE (doc_id, position));
+CREATE TABLE candidates (
+    query_id TEXT NOT NULL REFERENCES queries(query_id), rank INTEGER NOT NULL, doc_id TEXT NOT NULL,
+    score REAL NOT NULL, label INTEGER CHECK (label BETWEEN 0 AND 3),
+    PRIMARY KEY (query_id, rank), UNIQUE (query_id, doc_id));
+CREATE TABLE texts (doc_id TEXT PRIMARY KEY, content TEXT NOT NULL);
+CREATE TABLE failures (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER, doc_id TEXT NOT NULL, query_id TEXT,
+    stage TEXT NOT NULL, kind TEXT NOT NULL, error TEXT NOT NULL, detail TEXT,
+    superseded INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL);
+CREATE TABLE usage (
+    session_id INTEGER NOT NULL, stage TEXT NOT NULL, calls INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
+    cached INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, seconds REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, stage));
+CREATE INDEX failures_doc ON failures (doc_id);
+CREATE INDEX documents_status ON documents (status, position);
+"""
+
+
+class StoreError(SyntraError):
+    """The run store is unreadable, from another schema, locked, or was asked to do something unsafe."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class _Lock:
+    """An advisory ``flock`` on ``<store>.lock``; the OS drops it when the process dies, even by ``kill -9``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + ".lock")
+        self._fh: Any = None
+
+    def acquire(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory lock; one producer per store is then the user's job
+            return
+        self._fh = open(self.path, "a+")  # noqa: SIM115 - held for the store's lifetime
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._fh.close()
+            self._fh = None
+            raise StoreError("another `syntra produce` is writing to this store", path=self.path.with_suffix(""),
+                             hint="wait for it to finish, or stop it; a killed run releases the lock") from None
+        self._fh.seek(0)
+        self._fh.truncate()
+        self._fh.write(str(os.getpid()))
+        self._fh.flush()
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+class RunStore:
+    """A production run on disk. ``RunStore.open(path)`` to write, ``RunStore.open(path, readonly=True)`` to read."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock: _Lock | None) -> None:
+        self.path, self._conn, self._lock = path, conn, lock
+
+    # ── opening ──
+
+    @classmethod
+    def open(cls, path: str | Path, *, readonly: bool = False) -> RunStore:
+        """Open (creating it unless ``readonly``) and check the schema; a writer also takes the lock."""
+        path = Path(path)
+        if readonly:
+            if not path.is_file():
+                raise StoreError("run store not found", path=path, hint="pass the --store file of `syntra produce`")
+            conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, isolation_level=None)
+            store = cls(path, conn, None)
+            store._check_schema()
+            return store
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = _Lock(path)
+        lock.acquire()
+        try:
+            conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")  # a committed document survives power loss, not only kill -9
+            conn.execute("PRAGMA foreign_keys=ON")
+            store = cls(path, conn, lock)
+            if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                with store._transaction():
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    store._set_meta(conn, {"schema_version": SCHEMA_VERSION, "kind": KIND, "created_at": _now()})
+            store._check_schema()
+            return store
+        except BaseException:
+            lock.release()
+            raise
+
+    def _check_schema(self) -> None:
+        try:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            kind = self.meta().get("kind")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"not a run store: {exc}", path=self.path) from None
+        if kind != KIND:
+            raise StoreError(f"not a syntra-dspy run store (kind={kind!r})", path=self.path)
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"unsupported run-store schema {version} (this syntra-dspy reads {SCHEMA_VERSION})",
+                             path=self.path, hint="use the syntra-dspy version that wrote it")
+
+    def close(self) -> None:
+        self._conn.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _transaction(self) -> _Tx:
+        return _Tx(self._conn)
+
+    # ── metadata ──
+
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+
+    @staticmethod
+    def _set_meta(conn: sqlite3.Connection, values: dict[str, Any]) -> None:
+        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                         [(k, json.dumps(v, sort_keys=True, ensure_ascii=False)) for k, v in values.items()])
+
+    def set_meta(self, **values: Any) -> None:
+        with self._transaction():
+            self._set_meta(self._conn, values)
+
+    # ── planning ──
+
+    def planned(self) -> list[str]:
+        """Planned document ids in selection order."""
+        return [r[0] for r in self._conn.execute("SELECT doc_id FROM documents ORDER BY position")]
+
+    def plan(self, doc_ids: Sequence[str]) -> int:
+        """Append the ids not planned yet, keeping their order; returns how many were added."""
+        with self._transaction():
+            start = self._conn.execute("SELECT coalesce(max(position) + 1, 0) FROM documents").fetchone()[0]
+            known = {r[0] for r in self._conn.execute("SELECT doc_id FROM documents")}
+            new = [d for d in doc_ids if d not in known]
+            self._conn.executemany("INSERT INTO documents (doc_id, position) VALUES (?, ?)",
+                                   [(d, start + i) for i, d in enumerate(new)])
+        return len(new)
+
+    def todo(self, *, retry_failed: bool = False) -> list[tuple[str, int]]:
+        """``(doc_id, resample)`` to process, in plan order: pending documents, those that failed on the backend
+        (transient), and with ``retry_failed`` also those whose LM output stayed invalid and the partial ones.
+
+        ``resample`` is the number of earlier attempts for documents whose outputs were the problem (a fresh
+        sample is needed: a deterministic model, or a cached answer, would repeat them), else 0.
+        """
+        if retry_failed:
+            where = "status IN ('pending', 'failed', 'partial')"
+        else:
+            where = "status = 'pending' OR (status = 'failed' AND error_kind = 'call')"
+        return [(doc_id, attempts if status == "partial" or (status == "failed" and kind != "call") else 0)
+                for doc_id, status, kind, attempts in self._conn.execute(
+                    f"SELECT doc_id, status, error_kind, attempts FROM documents WHERE {where} ORDER BY position")]
+
+    # ── sessions ──
+
+    def begin_session(self, *, concurrency: int, generator: dict[str, Any], options: dict[str, Any]) -> int:
+        with self._transaction():
+            cur = self._conn.execute(
+                "INSERT INTO sessions (started_at, pid, concurrency, generator, options) VALUES (?, ?, ?, ?, ?)",
+                (_now(), os.getpid(), concurrency, json.dumps(generator, sort_keys=True), json.dumps(options, sort_keys=True)))
+            return int(cur.lastrowid)
+
+    def end_session(self, session_id: int, status: str) -> None:
+        with self._transaction():
+            self._conn.execute("UPDATE sessions SET finished_at=?, status=? WHERE id=?", (_now(), status, session_id))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        cur = self._conn.execute("SELECT id, started_at, finished_at, status, pid, concurrency, generator FROM sessions ORDER BY id")
+        cols = [c[0] for c in cur.description]
+        rows = [dict(zip(cols, r)) for r in cur]
+        for row in rows:
+            row["generator"] = json.loads(row["generator"] or "null")
+            if row["finished_at"] is None and row["status"] == "running":
+                row["status"] = "running or killed"
+        return rows
+
+    # ── the unit of work ──
+
+    def commit(self, result: DocumentResult, session_id: int) -> None:
+        """Write one document's result in one transaction; refuses to overwrite a document already ``done``."""
+        c = self._conn
+        with self._transaction():
+            row = c.execute("SELECT status FROM documents WHERE doc_id=?", (result.doc_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"document {result.doc_id!r} is not planned in this store", path=self.path)
+            if row[0] == "done":
+                raise StoreError(f"document {result.doc_id!r} is already done; it will not be written twice",
+                                 path=self.path)
+            if row[0] in ("failed", "partial"):  # an explicit retry replaces the earlier attempt
+                c.execute("DELETE FROM candidates WHERE query_id IN (SELECT query_id FROM queries WHERE doc_id=?)",
+                          (result.doc_id,))
+                c.execute("DELETE FROM queries WHERE doc_id=?", (result.doc_id,))
+                c.execute("UPDATE failures SET superseded=1 WHERE doc_id=?", (result.doc_id,))
+            c.execute(
+                "UPDATE documents SET status=?, stage=?, error_kind=?, error=?, attempts=attempts+1, features=?, "
+                "n_blueprints=?, n_queries=?, seconds=?, session_id=?, updated_at=? WHERE doc_id=?",
+                (result.status, result.stage, result.error_kind, result.error,
+                 None if result.features is None else json.dumps(result.features, ensure_ascii=False),
+                 result.n_blueprints, len(result.queries), round(result.seconds, 3), session_id, _now(),
+                 result.doc_id))
+            c.executemany(
+                "INSERT INTO queries (query_id, doc_id, position, text, blueprint, source_rank, complete) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(q.query_id, result.doc_id, q.position, q.text, json.dumps(q.blueprint, ensure_ascii=False),
+                  q.source_rank, int(q.complete)) for q in result.queries])
+            c.executemany(
+                "INSERT INTO candidates (query_id, rank, doc_id, score, label) VALUES (?, ?, ?, ?, ?)",
+                [(q.query_id, cand.rank, cand.doc_id, cand.score, cand.label)
+                 for q in result.queries for cand in q.candidates])
+            c.executemany("INSERT OR IGNORE INTO texts (doc_id, content) VALUES (?, ?)", list(result.texts.items()))
+            c.executemany(
+                "INSERT INTO failures (session_id, doc_id, query_id, stage, kind, error, detail, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(session_id, result.doc_id, f.query_id, f.stage, f.kind, f.error,
+                  None if f.detail is None else json.dumps(f.detail), _now()) for f in result.failures])
+            self._add_usage(session_id, result.usage)
+
+    def _add_usage(self, session_id: int, usage: dict[str, dict[str, Any]]) -> None:
+        sets = ", ".join(f"{f} = {f} + excluded.{f}" for f in _USAGE_FIELDS)
+        self._conn.executemany(
+            f"INSERT INTO usage (session_id, stage, {', '.join(_USAGE_FIELDS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            f"ON CONFLICT(session_id, stage) DO UPDATE SET {sets}",
+            [(session_id, stage, *(u.get(f, 0) for f in _USAGE_FIELDS)) for stage, u in usage.items()])
+
+    # ── reading ──
+
+    def document_counts(self) -> dict[str, int]:
+        counts = {"planned": 0, "pending": 0, "done": 0, "partial": 0, "failed": 0}
+        for status, n in self._conn.execute("SELECT status, count(*) FROM documents GROUP BY status"):
+            counts[status] = n
+            counts["planned"] += n
+        return counts
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql, params).fetchone()[0]
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def usage(self, session_id: int | None = None) -> dict[str, dict[str, Any]]:
+        """Per-stage LM usage for one session, or summed over all sessions, with mean latency per call."""
+        where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
+        out: dict[str, dict[str, Any]] = {}
+        sums = ", ".join(f"sum({f})" for f in _USAGE_FIELDS)
+        for stage, *values in self._conn.execute(f"SELECT stage, {sums} FROM usage {where} GROUP BY stage ORDER BY stage",
+                                                 params):
+            u = dict(zip(_USAGE_FIELDS, values))
+            u["seconds"] = round(u["seconds"], 3)
+            u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
+            u["latency_s"] = round(u["seconds"] / u["calls"], 4) if u["calls"] else None
+            out[stage] = u
+        return out
+
+    def failures(self, *, current: bool = True) -> list[dict[str, Any]]:
+        where = "WHERE superseded = 0" if current else ""
+        cur = self._conn.execute(f"SELECT doc_id, query_id, stage, kind, error, detail, session_id FROM failures {where} "
+                                 "ORDER BY id")
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    def iter_queries(self, batch: int = 256) -> Iterator[dict[str, Any]]:
+        """Every stored query, in plan order then query order, with its candidates (best rank first).
+
+        Reads documents in batches through the indexes, so a store of millions of candidates is never
+        sorted as a whole."""
+        docs = [r[0] for r in self._conn.execute(
+            "SELECT doc_id FROM documents WHERE status IN ('done', 'partial') ORDER BY position")]
+        for start in range(0, len(docs), batch):
+            part = docs[start:start + batch]
+            order = {doc_id: i for i, doc_id in enumerate(part)}
+            marks = ",".join("?" * len(part))
+            found: dict[str, dict[str, Any]] = {}
+            for qid, doc_id, pos, text, source_rank, complete, rank, cand_id, label in self._conn.execute(
+                    "SELECT q.query_id, q.doc_id, q.position, q.text, q.source_rank, q.complete, c.rank, c.doc_id, "
+                    f"c.label FROM queries q LEFT JOIN candidates c ON c.query_id = q.query_id "
+                    f"WHERE q.doc_id IN ({marks})", part):
+                row = found.setdefault(qid, {"query_id": qid, "doc_id": doc_id, "position": pos, "text": text,
+                                             "source_rank": source_rank, "complete": bool(complete),
+                                             "candidates": []})
+                if cand_id is not None:
+                    row["candidates"].append((rank, cand_id, label))
+            for row in sorted(found.values(), key=lambda r: (order[r["doc_id"]], r["position"])):
+                row["candidates"].sort()
+                yield row
+
+    def count_records(self) -> int:
+        """Complete queries with >= 1 positive (2-3) and >= 1 hard negative (1): what the default export keeps
+        before removing queries duplicated across documents. Counted in SQL, cheap on any store size."""
+        return self.scalar(
+            "SELECT count(*) FROM queries q WHERE q.complete = 1 "
+            "AND EXISTS (SELECT 1 FROM candidates c WHERE c.query_id = q.query_id AND c.label >= 2) "
+            "AND EXISTS (SELECT 1 FROM candidates c WHERE c.query_id = q.query_id AND c.label = 1)")
+
+    def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        ids = list(dict.fromkeys(doc_ids))
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self._conn.execute(f"SELECT doc_id, content FROM texts WHERE doc_id IN ({marks})", part))
+        return out
+
+
+class _Tx:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any exception (including KeyboardInterrupt)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.execute("ROLLBACK")
+
+
+def check_compatible(stored: dict[str, Any], wanted: dict[str, Any], *, path: Path) -> None:
+    """Refuse to resume a store with settings that would change its records (an explicit error per field)."""
+    for key, value in wanted.items():
+        if key in stored and stored[key] != value:
+            raise ConfigError(f"this run store was started with {key}={stored[key]!r}, not {value!r}",
+                              path=path, field=key,
+                              hint="rerun with the original setting to resume, or pass a new --store")

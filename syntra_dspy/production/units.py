@@ -1,0 +1,111 @@
+"""What one unit of production work (one selected document) yields, before it is committed to the run store.
+
+A unit either finishes (``done``), finishes with some annotation chunks unusable (``partial``: those
+candidates stay unlabelled and the failure is recorded), or fails at one stage (``failed``). Nothing here
+touches the store: the runner hands a finished result to :meth:`RunStore.commit`, which writes it in one
+transaction, so a kill never leaves half a document behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from syntra_dspy.signatures.types import label_class
+
+Status = Literal["done", "partial", "failed"]
+#: ``output``: the LM's answer stayed invalid after the repair retries; ``call``: the backend failed
+#: (network, timeout, server error) after DSPy's retries; ``error``: anything else (a bug, bad data).
+FailureKind = Literal["output", "call", "error"]
+STAGES = ("extract", "plan", "write", "retrieve", "annotate")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One recorded failure: where (stage, query), what kind, and the error text."""
+
+    stage: str
+    kind: FailureKind
+    error: str
+    query_id: str | None = None
+    detail: dict[str, Any] | None = None
+
+
+@dataclass
+class Candidate:
+    """A retrieved candidate: its rank in the top-K, retrieval score and 0-3 label (None: not labelled)."""
+
+    rank: int
+    doc_id: str
+    score: float
+    label: int | None = None
+
+
+@dataclass
+class QueryResult:
+    """One written query with its blueprint and its judged candidates."""
+
+    query_id: str
+    position: int
+    text: str
+    blueprint: dict[str, Any]
+    candidates: list[Candidate] = field(default_factory=list)
+    source_rank: int | None = None  # rank of the source document among the candidates; None: not retrieved
+
+    @property
+    def complete(self) -> bool:
+        """Every candidate got a label."""
+        return all(c.label is not None for c in self.candidates)
+
+    def is_record(self) -> bool:
+        """Exportable under the default options: complete, >= 1 positive and >= 1 hard negative."""
+        classes = {label_class(c.label) for c in self.candidates if c.label is not None}
+        return self.complete and "positive" in classes and "hard_negative" in classes
+
+
+@dataclass
+class DocumentResult:
+    """Everything one document produced, plus its failures and LM usage, ready to commit."""
+
+    doc_id: str
+    status: Status = "done"
+    stage: str | None = None  # the stage that failed, for failed documents
+    features: dict[str, Any] | None = None
+    n_blueprints: int = 0
+    queries: list[QueryResult] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)  # doc_id -> content, for every candidate and the source
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def fail(self, stage: str, kind: FailureKind, error: str) -> None:
+        """Mark the whole document failed at ``stage``; what it produced so far is not committed."""
+        self.status, self.stage = "failed", stage
+        self.queries = []
+        self.texts = {}
+        self.failures.append(Failure(stage=stage, kind=kind, error=error))
+
+    @property
+    def error_kind(self) -> FailureKind | None:
+        return self.failures[-1].kind if self.status == "failed" and self.failures else None
+
+    @property
+    def error(self) -> str | None:
+        return self.failures[-1].error if self.status == "failed" and self.failures else None
+
+    @property
+    def records(self) -> int:
+        return sum(q.is_record() for q in self.queries)
+
+    @property
+    def tokens(self) -> int:
+        return sum(int(u.get("total_tokens", 0)) for u in self.usage.values())
+
+    @property
+    def calls(self) -> int:
+        return sum(int(u.get("calls", 0)) for u in self.usage.values())
+
+
+def query_id(doc_id: str, position: int) -> str:
+    """Stable query id: the same document and position always give the same id, across resumes."""
+    return f"{doc_id}#q{position}"

@@ -1,0 +1,179 @@
+"""Export from a hand-built run store: record rules, options, drop reasons, formats, sidecar and stats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from syntra_dspy.cli import main
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.production import RunStore, compute_stats, export_records, format_stats, retrieval_instruction
+from syntra_dspy.production.units import Candidate, DocumentResult, Failure, QueryResult, query_id
+
+from test_produce_support import read_jsonl
+
+DEFINITION = {"query_type": "biomedical research claim", "doc_type": "scientific paper abstract",
+              "relevance_definition": "Given a claim and an abstract, the document is relevant if it reports "
+                                      "evidence that supports or refutes the claim.",
+              "query_language": "en", "document_language": "en"}
+#: doc -> [(query text, [(candidate id, label)])]; label None = not labelled (a failed chunk)
+QUERIES = {
+    "d1": [("claim one", [("d1", 3), ("a", 2), ("b", 1), ("c", 0), ("e", 1)]),  # source retrieved, positive
+           ("claim two", [("a", 2), ("b", 1), ("c", 0)]),  # source not retrieved
+           ("claim three", [("a", 0), ("c", 0)]),  # no positive
+           ("claim four", [("a", 3), ("c", 0)]),  # no hard negative
+           ("claim five", [("a", 2), ("b", 1), ("c", None)])],  # annotation incomplete
+    "d2": [("Claim  ONE", [("a", 2), ("b", 1)]),  # duplicate of d1's first query
+           ("claim six", [("d2", 1), ("a", 2), ("b", 1)])],  # source judged a hard negative
+}
+
+
+def text(doc_id: str) -> str:
+    return f"text of {doc_id}"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("export") / "run.db"
+    with RunStore.open(path) as run:
+        run.set_meta(artifact={"version": "v123", "checksum": "c456", "task": "mini"}, task_definition=DEFINITION,
+                     instruction=retrieval_instruction(DEFINITION), settings={"top_k": 5})
+        run.plan(["d1", "d2", "d3"])
+        session = run.begin_session(concurrency=1, generator={"model": "scripted"}, options={})
+        for doc_id, queries in QUERIES.items():
+            result = DocumentResult(doc_id=doc_id, features={"identifiers": [], "attributes": []})
+            for pos, (q, cands) in enumerate(queries):
+                qr = QueryResult(query_id(doc_id, pos), pos, q, {"identifier": "x", "choices": []},
+                                 [Candidate(rank, cid, 1.0 - rank / 10, label) for rank, (cid, label) in enumerate(cands)])
+                qr.source_rank = next((c.rank for c in qr.candidates if c.doc_id == doc_id), None)
+                result.queries.append(qr)
+                result.texts.update({c.doc_id: text(c.doc_id) for c in qr.candidates})
+            result.texts[doc_id] = text(doc_id)
+            if any(not q.complete for q in result.queries):
+                result.status = "partial"
+                result.failures.append(Failure("annotate", "output", "missing doc_id 0", query_id(doc_id, 4)))
+            result.usage = {"annotate": {"calls": 3, "prompt_tokens": 30, "completion_tokens": 3, "cached": 0,
+                                         "failures": 0, "seconds": 0.3}}
+            run.commit(result, session)
+        failed = DocumentResult(doc_id="d3")
+        failed.fail("extract", "output", "no valid answer after 3 tries")
+        run.commit(failed, session)
+        run.end_session(session, "completed")
+    return path
+
+
+def by_id(path):
+    return {r["query_id"]: r for r in read_jsonl(path)}
+
+
+def test_default_export_keeps_every_query_with_a_positive_and_a_hard_negative(store, tmp_path):
+    summary = export_records(store, tmp_path / "train.jsonl")
+    records = by_id(tmp_path / "train.jsonl")
+    assert list(records) == ["d1#q0", "d1#q1", "d2#q1"]  # plan order, every query of a document
+    assert summary.dropped == {"annotation_incomplete": 1, "no_positive": 1, "no_negative": 1, "duplicate_query": 1}
+    first = records["d1#q0"]
+    assert first["pos_ids"] == ["d1", "a"] and first["neg_ids"] == ["b", "e"]
+    assert first["pos"] == [text("d1"), text("a")] and first["neg"] == [text("b"), text("e")]
+    assert first["labels"] == {"d1": 3, "a": 2, "b": 1, "c": 0, "e": 1}
+    assert first["source_doc_id"] == "d1" and first["source_retrieved"] and first["source_label"] == 3
+    assert first["artifact_version"] == "v123" and first["query"] == "claim one"
+    assert first["instruction"] == ("Given a biomedical research claim, retrieve a scientific paper abstract that "
+                                    "reports evidence that supports or refutes the claim")
+    # retrieval missed the source: it is not made a positive behind the user's back
+    assert records["d1#q1"]["pos_ids"] == ["a"] and not records["d1#q1"]["source_retrieved"]
+    assert records["d2#q1"]["source_label"] == 1 and records["d2#q1"]["neg_ids"] == ["d2", "b"]
+    meta = json.loads((tmp_path / "train.jsonl.meta.json").read_text())
+    assert meta["artifact_version"] == "v123" and meta["artifact_checksum"] == "c456"
+    assert meta["run_store"] == str(store.resolve()) and meta["export_options"]["negatives"] == "hard"
+    assert meta["counts"]["records"] == 3 and meta["counts"]["dropped"]["duplicate_query"] == 1
+    again = export_records(store, tmp_path / "again.jsonl")
+    assert again.records == 3 and (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "train.jsonl").read_bytes()
+
+
+def test_export_reads_a_store_that_a_run_is_writing(store, tmp_path):
+    with RunStore.open(store):  # a producer holds the store (and its lock)
+        assert export_records(store, tmp_path / "t.jsonl").records == 3
+
+
+def test_positives_source_first(store, tmp_path):
+    export_records(store, tmp_path / "t.jsonl", positives="source-first")
+    records = by_id(tmp_path / "t.jsonl")
+    assert records["d1#q0"]["pos_ids"] == ["d1"]  # the source was judged positive: only it
+    assert records["d2#q1"]["pos_ids"] == ["a"]  # the source was not positive: all positives
+
+
+def test_negatives_hard_plus_easy_tops_up_to_num_negatives(store, tmp_path):
+    summary = export_records(store, tmp_path / "t.jsonl", negatives="hard+easy", num_negatives=2)
+    records = by_id(tmp_path / "t.jsonl")
+    assert records["d1#q0"]["neg_ids"] == ["b", "e"]  # two hard ones fill it
+    assert records["d1#q1"]["neg_ids"] == ["b", "c"]  # topped up with an easy one
+    assert records["d1#q3"]["neg_ids"] == ["c"]  # easy negatives make this query usable
+    assert summary.dropped["no_negative"] == 0
+    export_records(store, tmp_path / "one.jsonl", num_negatives=1)
+    assert by_id(tmp_path / "one.jsonl")["d1#q0"]["neg_ids"] == ["b"]
+
+
+def test_unretrieved_source_and_partial_queries_only_on_request(store, tmp_path):
+    export_records(store, tmp_path / "t.jsonl", include_unretrieved_source=True, include_partial=True)
+    records = by_id(tmp_path / "t.jsonl")
+    q = records["d1#q1"]
+    assert q["pos_ids"] == ["d1", "a"] and q["source_label"] is None and not q["source_retrieved"]
+    assert records["d1#q4"]["pos_ids"] == ["d1", "a"] and records["d1#q4"]["labels"] == {"a": 2, "b": 1}
+
+
+def test_hf_format_loads_with_load_from_disk_and_the_training_loader(store, tmp_path):
+    from datasets import load_from_disk
+
+    from syntra_dspy.training.data import load_training_data
+
+    export_records(store, tmp_path / "hf", format="hf")
+    ds = load_from_disk(str(tmp_path / "hf"))
+    assert ds.num_rows == 3 and ds[0]["pos_ids"] == ["d1", "a"]
+    assert ds[0]["labels"][0] == {"doc_id": "d1", "label": 3}
+    data = load_training_data(tmp_path / "hf")
+    assert len(data) == 3 and data.provenance()["artifact_version"] == "v123"
+    assert data.provenance()["artifact_checksum"] == "c456"
+    export_records(store, tmp_path / "hf", format="hf", num_negatives=1)  # replaces an earlier export
+    assert load_from_disk(str(tmp_path / "hf"))[0]["neg_ids"] == ["b"]
+
+
+def test_stats_count_labels_sources_failures_and_drop_reasons(store):
+    stats = compute_stats(store)
+    assert stats["documents"] == {"planned": 3, "pending": 0, "done": 1, "partial": 1, "failed": 1}
+    assert stats["queries"] == 7 and stats["records"] == 3
+    assert stats["labels"] == {"3": 2, "2": 5, "1": 7, "0": 5}
+    assert stats["classes"] == {"positive": 7, "hard_negative": 7, "easy_negative": 5}
+    assert stats["candidates"]["unlabelled"] == 1
+    assert stats["source"] == {"retrieved": 2, "not_retrieved": 5, "judged_positive": 1}
+    assert stats["failures"]["by_stage"] == {"annotate": 1, "extract": 1}
+    assert stats["usage"]["annotate"]["calls"] == 6 and stats["usage"]["annotate"]["latency_s"] == 0.1
+    text = format_stats(stats)
+    assert "records    3 exportable" in text and "duplicate_query 1" in text and "extract 1" in text
+
+
+def test_options_are_checked(store, tmp_path):
+    with pytest.raises(ConfigError, match="negatives"):
+        export_records(store, tmp_path / "t.jsonl", negatives="easy")
+    with pytest.raises(ConfigError, match="num_negatives"):
+        export_records(store, tmp_path / "t.jsonl", num_negatives=0)
+    with pytest.raises(ConfigError, match="format"):
+        export_records(store, tmp_path / "t.jsonl", format="csv")
+
+
+def test_cli_needs_out_or_stats(store, tmp_path, capsys):
+    assert main(["export", str(store)]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["export", str(store), "--stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["records"] == 3
+    assert main(["export", str(tmp_path / "missing.db"), "--stats"]) == 2
+
+
+def test_retrieval_instruction_from_the_task_definition():
+    cross = {**DEFINITION, "query_type": "English technical question", "doc_type": "abstract",
+             "relevance_definition": "The document is relevant when it answers the question.",
+             "document_language": "zh"}
+    assert retrieval_instruction(cross) == ("Given an English technical question, retrieve an abstract written in "
+                                            "Chinese (Simplified) that answers the question")
+    vague = {**DEFINITION, "relevance_definition": "Topical match."}
+    assert retrieval_instruction(vague) == "Given a biomedical research claim, retrieve a relevant scientific paper abstract"

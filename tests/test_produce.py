@@ -1,0 +1,237 @@
+"""Production in-process with the scripted brain: the store, the pipeline rules, failures, resume rules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from syntra_dspy.errors import ArtifactError, ConfigError
+from syntra_dspy.index import CorpusIndex
+from syntra_dspy.languages import check_language
+from syntra_dspy.production import RunStore, StoreError, export_records, produce
+from syntra_dspy.production.setup import resolve_encoder
+from syntra_dspy.programs import context as ctx
+from syntra_dspy.selection import select_diverse
+from syntra_dspy.testing import SyntraBrain, scripted_lm
+
+from test_produce_support import SabotageBrain, mini_artifact, read_jsonl, rows
+
+K, CHUNK, QUERIES = 7, 3, 3
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    return mini_artifact(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def corpus(mini):
+    from syntra_dspy.artifacts import load_artifact
+    from syntra_dspy.corpus import read_corpus
+
+    spec = load_artifact(mini[0]).manifest["task_spec"]["corpus"]
+    return read_corpus(spec["path"], spec["format"])
+
+
+def run(mini, minilm, store, brain=None, **kw):
+    art, index = mini
+    lm = scripted_lm(brain or SyntraBrain())
+    kw.setdefault("docs", 6)
+    kw.setdefault("queries_per_doc", QUERIES)
+    kw.setdefault("top_k", K)
+    kw.setdefault("chunk_size", CHUNK)
+    return produce(art, store, generator=lm, index_dir=index, encoder=minilm, progress=False, **kw), lm
+
+
+@pytest.fixture(scope="module")
+def baseline(mini, minilm, tmp_path_factory):
+    store = tmp_path_factory.mktemp("baseline") / "run.db"
+    summary, lm = run(mini, minilm, store, concurrency=4)
+    return store, summary, lm
+
+
+def planned(mini, n):
+    return select_diverse(CorpusIndex.load(mini[1]), target=n, tau=0.6, seed=42)
+
+
+def test_run_store_records_artifact_settings_and_every_unit(baseline, mini):
+    from syntra_dspy.artifacts import load_artifact
+
+    store, summary, _ = baseline
+    artifact = load_artifact(mini[0])
+    assert summary.status == "completed" and summary.processed == 6
+    assert summary.documents == {"planned": 6, "pending": 0, "done": 6, "partial": 0, "failed": 0}
+    with RunStore.open(store, readonly=True) as run:
+        meta = run.meta()
+        assert meta["kind"] == "syntra-dspy/run-store" and meta["schema_version"] == 1
+        assert meta["artifact"]["version"] == artifact.version
+        assert meta["artifact"]["checksum"] == artifact.checksum
+        assert meta["settings"]["top_k"] == K and meta["settings"]["chunk_size"] == CHUNK
+        assert meta["identity"]["encoder"] == artifact.manifest["fingerprints"]["encoder"]
+        assert run.planned() == planned(mini, 6)
+        usage = run.usage()
+    assert set(usage) == {"extract", "plan", "write", "annotate"}
+    assert usage["extract"]["calls"] == 6 and usage["annotate"]["calls"] == 6 * QUERIES * -(-K // CHUNK)
+    assert all(u["prompt_tokens"] > 0 and u["latency_s"] is not None for u in usage.values())
+    assert rows(store, "PRAGMA journal_mode")[0][0] == "wal"
+    per_doc = rows(store, "SELECT doc_id, count(*) FROM queries GROUP BY doc_id")
+    assert len(per_doc) == 6 and all(n == QUERIES for _, n in per_doc)
+    assert rows(store, "SELECT count(*), count(label) FROM candidates")[0] == (6 * QUERIES * K,) * 2
+    # the source document is recorded where retrieval found it, and only there
+    for qid, doc_id, source_rank in rows(store, "SELECT query_id, doc_id, source_rank FROM queries"):
+        ranks = [r for r, in rows(store, "SELECT rank FROM candidates WHERE query_id=? AND doc_id=?", (qid, doc_id))]
+        assert ranks == ([] if source_rank is None else [source_rank])
+
+
+def test_every_prompt_starts_with_the_artifacts_fixed_instruction(baseline, mini):
+    from syntra_dspy.artifacts import load_artifact
+
+    _, _, lm = baseline
+    recorded = {v["system_prompt"] for v in load_artifact(mini[0]).manifest["prompts"].values()}
+    assert lm.calls
+    for call in lm.calls:
+        assert call.messages[0]["role"] == "system" and call.messages[0]["content"] in recorded
+
+
+def test_blueprints_queries_and_language_follow_the_rules(baseline):
+    store = baseline[0]
+    for doc_id, features in rows(store, "SELECT doc_id, features FROM documents"):
+        f = json.loads(features)
+        idents = {i["text"] for i in f["identifiers"]}
+        dims = {d["dimension"]: set(d["options"]) for d in f["attributes"]}
+        combos = set()
+        texts = []
+        for bp, text in rows(store, "SELECT blueprint, text FROM queries WHERE doc_id=? ORDER BY position", (doc_id,)):
+            bp = json.loads(bp)
+            assert bp["identifier"] in idents
+            assert [c["dimension"] for c in bp["choices"]] == list(dims)
+            assert all(c["option"] in dims[c["dimension"]] for c in bp["choices"])
+            combos.add((bp["identifier"], tuple(c["option"] for c in bp["choices"])))
+            texts.append(text)
+        assert len(combos) == QUERIES and len(set(texts)) == QUERIES
+        assert all(t.strip() and check_language(t, "en") is None for t in texts)
+
+
+def test_labels_are_mapped_back_from_local_chunk_ids(baseline, mini, corpus):
+    from syntra_dspy.artifacts import load_artifact
+
+    system = load_artifact(mini[0]).program.annotate.signature.instructions
+    store = baseline[0]
+    checked = 0
+    for query, doc_id, label in rows(store, "SELECT q.text, c.doc_id, c.label FROM candidates c "
+                                            "JOIN queries q ON q.query_id = c.query_id"):
+        shown = f"[doc_id 0] {ctx.clip(corpus[doc_id].content, 1500)}"
+        expected = SyntraBrain.annotate(system, {"query": query, "candidates": shown})["judgements"][0]["score"]
+        assert label == expected
+        checked += 1
+    labels = {label for label, in rows(store, "SELECT DISTINCT label FROM candidates")}
+    assert checked == 6 * QUERIES * K and len(labels) >= 2  # not a constant answer
+
+
+def test_invalid_outputs_are_retried_then_recorded_never_fatal(mini, minilm, corpus, tmp_path):
+    docs = [corpus[d].content for d in planned(mini, 8)]
+    brain = SabotageBrain(bad_extract=[docs[0]], chinese_always=[docs[1]], chinese_once=[docs[2]],
+                          bad_labels=[docs[3]])
+    store = tmp_path / "run.db"
+    summary, _ = run(mini, minilm, store, brain, docs=8, concurrency=3)
+    assert summary.status == "completed"
+    assert summary.documents == {"planned": 8, "pending": 0, "done": 5, "partial": 1, "failed": 2}
+    ids = planned(mini, 8)
+    status = dict(rows(store, "SELECT doc_id, status || ':' || coalesce(stage, '') FROM documents"))
+    assert status[ids[0]] == "failed:extract" and status[ids[1]] == "failed:write" and status[ids[2]] == "done:"
+    assert status[ids[3]] == "partial:"
+    errors = dict(rows(store, "SELECT doc_id, error FROM documents WHERE status='failed'"))
+    assert "identifier" in errors[ids[0]] and "not written in English" in errors[ids[1]]
+    # the repaired document's queries are English; the failed one's were never stored
+    assert all(check_language(t, "en") is None for t, in rows(store, "SELECT text FROM queries"))
+    assert rows(store, "SELECT count(*) FROM queries WHERE doc_id=?", (ids[1],))[0][0] == 0
+    # exactly one chunk of the sabotaged query failed; its candidates stay unlabelled, the rest are labelled
+    failures = rows(store, "SELECT doc_id, query_id, stage, kind, detail FROM failures WHERE stage='annotate'")
+    assert len(failures) == 1 and failures[0][0] == ids[3] and failures[0][3] == "output"
+    unlabelled = rows(store, "SELECT query_id, count(*) FROM candidates WHERE label IS NULL GROUP BY query_id")
+    assert unlabelled == [(failures[0][1], len(json.loads(failures[0][4])["doc_ids"]))]
+    assert summary.failures_by_stage == {"extract": 1, "write": 1, "annotate": 1}
+    # the repair note reached the model: write was asked twice for the Chinese-once document
+    assert brain.calls["write"] >= 8 + 1
+    out = export_records(store, tmp_path / "train.jsonl")
+    assert out.dropped["annotation_incomplete"] == 1
+    assert failures[0][1] not in {r["query_id"] for r in read_jsonl(tmp_path / "train.jsonl")}
+
+
+def test_failed_documents_are_redone_only_with_retry_failed_and_resampled(mini, minilm, corpus, tmp_path):
+    docs = [corpus[d].content for d in planned(mini, 4)]
+    store = tmp_path / "run.db"
+    brain = SabotageBrain(bad_extract=[docs[0]], bad_labels=[docs[1]])  # fails at temperature 0, every time
+    run(mini, minilm, store, brain, docs=4)
+    again, lm = run(mini, minilm, store, brain, docs=4)
+    assert again.processed == 0 and lm.calls == []
+    fixed, lm = run(mini, minilm, store, brain, docs=4, retry_failed=True)
+    assert fixed.processed == 2 and fixed.documents["done"] == 4
+    assert lm.calls and all(c.options["temperature"] == 0.7 for c in lm.calls)  # a fresh sample, not a replay
+    with RunStore.open(store, readonly=True) as r:
+        assert r.failures(current=True) == [] and len(r.failures(current=False)) == 2
+    assert rows(store, "SELECT count(*) FROM queries")[0][0] == 4 * QUERIES  # replaced, not duplicated
+    assert sorted(a for a, in rows(store, "SELECT attempts FROM documents")) == [1, 1, 2, 2]
+
+
+def test_resume_refuses_settings_that_change_records(baseline, mini, minilm, tmp_path):
+    store = tmp_path / "run.db"
+    shutil.copy(baseline[0], store)
+    with pytest.raises(ConfigError, match="top_k"):
+        run(mini, minilm, store, top_k=K + 1)
+    with pytest.raises(ConfigError, match="queries_per_doc"):
+        run(mini, minilm, store, queries_per_doc=QUERIES + 1)
+    with pytest.raises(ConfigError, match="--docs"):
+        run(mini, minilm, store, docs=3)
+    same, lm = run(mini, minilm, store)
+    assert same.processed == 0 and lm.calls == []
+
+
+def test_more_docs_extends_the_plan_and_keeps_finished_units(baseline, mini, minilm, tmp_path):
+    store = tmp_path / "run.db"
+    shutil.copy(baseline[0], store)
+    brain = SyntraBrain()
+    more, _ = run(mini, minilm, store, brain, docs=8)
+    assert more.processed == 2 and brain.calls["extract"] == 2
+    with RunStore.open(store, readonly=True) as r:
+        assert r.planned() == planned(mini, 8)
+
+
+def test_refuses_an_artifact_that_does_not_verify(mini, minilm, tmp_path):
+    art = tmp_path / "art"
+    shutil.copytree(mini[0], art)
+    manifest = art / "manifest.json"
+    manifest.write_text(manifest.read_text().replace("biomedical", "biomedicaI"))
+    with pytest.raises(ArtifactError, match="checksum"):
+        produce(art, tmp_path / "run.db", generator=scripted_lm(), encoder=minilm, progress=False)
+    assert not (tmp_path / "run.db").exists()
+
+
+def test_encoder_must_match_the_artifacts_unless_named():
+    manifest = {"fingerprints": {"encoder": "all-MiniLM-L6-v2@0000000000000000"}}
+    with pytest.raises(ConfigError, match="--encoder"):
+        resolve_encoder(manifest, None)
+    assert resolve_encoder(manifest, "all-MiniLM-L6-v2").name == "all-MiniLM-L6-v2"
+
+
+def test_a_second_writer_is_locked_out(baseline, tmp_path):
+    store = tmp_path / "run.db"
+    shutil.copy(baseline[0], store)
+    with RunStore.open(store), pytest.raises(StoreError, match="another"):
+        RunStore.open(store)
+
+
+def test_concurrency_does_not_change_the_export(baseline, mini, minilm, tmp_path):
+    store = tmp_path / "serial.db"
+    run(mini, minilm, store, concurrency=1)
+    export_records(baseline[0], tmp_path / "a.jsonl")
+    export_records(store, tmp_path / "b.jsonl")
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert read_jsonl(tmp_path / "a.jsonl")
+
+
+def test_the_artifacts_generator_is_the_default_and_a_test_lm_is_refused(mini, minilm, tmp_path):
+    with pytest.raises(ConfigError, match="--generator"):
+        produce(mini[0], tmp_path / "run.db", index_dir=mini[1], encoder=minilm, progress=False, docs=2)

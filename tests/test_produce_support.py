@@ -1,0 +1,90 @@
+"""Shared pieces for the produce/export tests (no tests here): one compiled mini artifact per session,
+and a scripted brain that misbehaves on purpose for chosen documents."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.testing import SyntraBrain
+
+from helpers import compile_mini
+
+_COMPILED: dict[str, Any] = {}
+
+
+def mini_artifact(tmp_path_factory) -> tuple[Path, Path]:
+    """(artifact dir, index dir) of the mini task compiled once per test session with the scripted brain."""
+    if "artifact" not in _COMPILED:
+        root = tmp_path_factory.getbasetemp() / "produce-mini"
+        root.mkdir(exist_ok=True)
+        artifact, _ = compile_mini(root)
+        _COMPILED["artifact"], _COMPILED["index"] = artifact.path, root / "index"
+    return _COMPILED["artifact"], _COMPILED["index"]
+
+
+def prefix(text: str, n: int = 60) -> str:
+    return " ".join(text.split())[:n]
+
+
+class SabotageBrain(SyntraBrain):
+    """SyntraBrain, except for documents chosen by their opening words:
+
+    - ``bad_extract``: extraction always returns no identifiers (fails validation every time);
+    - ``chinese_always``: queries always come back in Chinese (the task wants English);
+    - ``chinese_once``: Chinese on the first try, English once a repair note says why;
+    - ``bad_labels``: for the first query written for the document, the annotator skips a candidate in one
+      chunk (the first to arrive) on every try, so exactly one chunk of that query stays unlabelled.
+
+    A call sampled at a temperature above 0 gets SyntraBrain's own answer (a fresh sample fixes it).
+    """
+
+    def __init__(self, *, bad_extract=(), chinese_always=(), chinese_once=(), bad_labels=()) -> None:
+        super().__init__()
+        self._call = threading.local()
+        self.bad_extract = {prefix(t) for t in bad_extract}
+        self.chinese_always = {prefix(t) for t in chinese_always}
+        self.chinese_once = {prefix(t) for t in chinese_once}
+        self.bad_labels = {prefix(t) for t in bad_labels}
+        self.bad_queries: set[str] = set()
+        self.bad_chunks: dict[str, str] = {}
+
+    def __call__(self, call):
+        self._call.sampled = (call.options.get("temperature") or 0) > 0
+        return super().__call__(call)
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if getattr(self._call, "sampled", False):
+            return name, answer
+        doc = prefix(inputs.get("document", ""))
+        if name == "extract" and doc in self.bad_extract:
+            answer = {"identifiers": [], "attributes": answer["attributes"]}
+        if name == "write":
+            retry = bool(inputs.get("retry_note", "").strip())
+            if doc in self.chinese_always or (doc in self.chinese_once and not retry):
+                answer = {"queries": [{"blueprint": q["blueprint"], "query": f"关于{i}号研究的证据"}
+                                      for i, q in enumerate(answer["queries"])]}
+            if doc in self.bad_labels and answer["queries"]:
+                self.bad_queries.add(answer["queries"][0]["query"])
+        query = inputs.get("query")
+        if name == "annotate" and query in self.bad_queries:
+            chunk = self.bad_chunks.setdefault(query, inputs.get("candidates", ""))
+            if chunk == inputs.get("candidates", ""):
+                answer = {"judgements": answer["judgements"][1:]}
+        return name, answer
+
+
+def rows(db: Path, sql: str, params=()) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
