@@ -61,3 +61,27 @@ def test_single_attempt_loop_never_refines():
     loop, seen = make_loop([0], max_attempts=1)
     _, _, report = loop.run("i0")
     assert seen == ["i0"] and report.kept == 1 and report.stop_reason == "attempt_limit"
+
+
+def test_unusable_verdicts_and_refinements_fail_the_attempt_not_the_compile():
+    from syntra_dspy.errors import LMOutputError
+
+    calls = {"evaluate": 0, "refine": 0}
+
+    def evaluate(instr, outputs):
+        calls["evaluate"] += 1
+        if calls["evaluate"] == 1:
+            raise LMOutputError("garbled JSON", stage="judge")
+        return Evaluation(3, True, "")
+
+    def refine(instr, outputs, ev):
+        calls["refine"] += 1
+        raise LMOutputError("truncated", stage="refine")
+
+    loop = RefinementLoop("demo", generate=lambda i: i, evaluate=evaluate, refine=refine, max_attempts=3,
+                          threshold=2)
+    artifact, _, report = loop.run("i0")
+    first = report.attempts[0]
+    assert first.score is None and not first.passed and "garbled JSON" in first.feedback
+    assert artifact == "i0" and report.kept == 2 and report.stop_reason == "passed"
+    assert calls == {"evaluate": 2, "refine": 1}

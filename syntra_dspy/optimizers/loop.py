@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from syntra_dspy.errors import LMOutputError
 from syntra_dspy.optimizers.report import Attempt, Evaluation, LoopReport
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,12 @@ class RefinementLoop(Generic[A, O]):
             before = probe.read()
             with self._stage():
                 outputs = self.generate(current)
-                evaluation = self.evaluate(current, outputs)
+                try:
+                    evaluation = self.evaluate(current, outputs)
+                except LMOutputError as exc:
+                    # An unusable verdict fails the attempt; it never ends the compile.
+                    evaluation = Evaluation(None, False, f"(the evaluator gave no usable answer: {exc.message})",
+                                            {"evaluator_error": exc.message})
             evaluation, replacement = self._reviewed(number, current, outputs, evaluation)
             attempt = Attempt(
                 number=number,
@@ -148,7 +154,11 @@ class RefinementLoop(Generic[A, O]):
                 current = replacement
                 continue
             with self._stage():
-                current = self.refine(current, outputs, evaluation)
+                try:
+                    current = self.refine(current, outputs, evaluation)
+                except LMOutputError as exc:
+                    logger.warning("%s: refinement gave no usable answer (%s); retrying the same artifact",
+                                   self.name, exc.message)
         kept = self._kept(attempts, stop)
         artifact, outputs = results[kept - 1]
         report = LoopReport(

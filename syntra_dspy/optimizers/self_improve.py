@@ -11,7 +11,9 @@ from typing import Any
 import dspy
 from dspy.teleprompt import Teleprompter
 
-from syntra_dspy.errors import ConfigError
+from dspy.utils.exceptions import AdapterParseError
+
+from syntra_dspy.errors import ConfigError, LMOutputError
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
@@ -106,9 +108,18 @@ class SelfImprove(Teleprompter):
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _call(self, name: str, **inputs: Any) -> dspy.Prediction:
+        """Run one authoring predictor on its role's LM; an unparsable answer is retried once, resampled."""
         lm = getattr(self.lms, ROLE_OF[name])
+        predictor = getattr(self.author, name)
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            return getattr(self.author, name)(**inputs)
+            try:
+                return predictor(**inputs)
+            except (AdapterParseError, ValueError) as exc:
+                logger.warning("%s: unusable answer (%s); resampling once", name, str(exc)[:200])
+            try:
+                return predictor(**inputs, config={"temperature": 0.7, "rollout_id": 1})
+            except (AdapterParseError, ValueError) as exc:
+                raise LMOutputError(f"no usable answer after 2 tries: {str(exc)[:300]}", stage=name) from None
 
     def _generating(self, fn, *args, **kwargs):
         with dspy.context(lm=self.lms.generator, adapter=dspy.JSONAdapter()):

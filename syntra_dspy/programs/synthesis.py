@@ -63,10 +63,11 @@ class SynthesisProgram(dspy.Module):
     def __init__(self, state: ComponentState | None = None, *, max_retries: int = 2, max_doc_chars: int = 1500) -> None:
         super().__init__()
         self.components = ProgramComponents(state)
-        self.extract = Step(ExtractIdentifiersAndAttributes)
-        self.plan = Step(PlanQueryBlueprints)
-        self.write = Step(WriteQueriesFromBlueprints)
-        self.annotate = Step(JudgeCandidateRelevance)
+        # Token budgets per step: generous for valid answers, short enough that a degenerate one is cut early.
+        self.extract = Step(ExtractIdentifiersAndAttributes, max_tokens=900)
+        self.plan = Step(PlanQueryBlueprints, max_tokens=900)
+        self.write = Step(WriteQueriesFromBlueprints, max_tokens=700)
+        self.annotate = Step(JudgeCandidateRelevance, max_tokens=600)
         self.max_retries = max_retries
         self.max_doc_chars = max_doc_chars
         if state is not None and state.task_definition is not None:
