@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from syntra_dspy.jsonl import json_objects
 from syntra_dspy.errors import InputError
 
 CorpusFormat = Literal["beir", "neuclir", "tsv"]
@@ -150,16 +151,10 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    # _lines numbers lines itself (it skips blanks and reports bad UTF-8), so parse each line on its own.
     for lineno, line in _lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=lineno,
-                             hint="each line must be one JSON object; is the corpus format right?") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=lineno,
-                             hint="each line must be one JSON object")
-        yield lineno, obj
+        yield from json_objects([line], source=path, start=lineno,
+                                hint="each line must be one JSON object; is the corpus format right?")
 
 
 def _id(obj: dict[str, Any], key: str, path: Path, lineno: int) -> str:

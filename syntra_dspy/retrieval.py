@@ -23,5 +23,18 @@ class IndexCandidates:
     def candidates(self, query: str, k: int) -> list[tuple[str, str]]:
         return [(doc_id, self.corpus[doc_id].content) for doc_id, _ in self.search([query], k)[0]]
 
+    def sample(self, n: int, *, exclude: set[str | None] = frozenset(), seed: int = 0) -> list[tuple[str, str]]:
+        """``n`` documents drawn at random (seeded) from the corpus, none of them in ``exclude``."""
+        import random
+
+        rng = random.Random(seed)
+        ids = self.corpus.ids
+        picked: list[str] = []
+        while len(picked) < min(n, len(ids) - len(exclude)):
+            doc_id = ids[rng.randrange(len(ids))]
+            if doc_id not in exclude and doc_id not in picked:
+                picked.append(doc_id)
+        return [(doc_id, self.corpus[doc_id].content) for doc_id in picked]
+
     def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         return self.index.search(self.encoder.encode_queries(queries), k)

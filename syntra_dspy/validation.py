@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,26 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).strip().lower()
 
 
+_NUMBERED = re.compile(r"^\s*(\d+)[.)]?(?:\s+(.*))?$")
+_WORDS = re.compile(r"\w+")
+
+
+def copied_words(query: str, document: str) -> int:
+    """Length of the longest run of consecutive words the query shares with the document."""
+    q = [w.lower() for w in _WORDS.findall(query)]
+    d = [w.lower() for w in _WORDS.findall(document)]
+    best = 0
+    previous = [0] * (len(d) + 1)
+    for qi in range(1, len(q) + 1):
+        current = [0] * (len(d) + 1)
+        for di in range(1, len(d) + 1):
+            if q[qi - 1] == d[di - 1]:
+                current[di] = previous[di - 1] + 1
+                best = max(best, current[di])
+        previous = current
+    return best
+
+
 def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[AttributeDimension]) -> Features:
     """Drop empty and duplicate identifiers, dimensions and options; reject what is left unusable."""
     seen: set[str] = set()
@@ -85,12 +106,19 @@ def check_blueprints(
     that dimension; no combination repeated (within the answer or against ``already``).
     """
     ident_by_key = {_norm(i.text): i.text for i in features.identifiers}
+    numbered = [i.text for i in features.identifiers]
     dims = {_norm(d.dimension): d for d in features.attributes}
     used = {bp.key() for bp in already}
     kept: list[Blueprint] = []
     problems: list[str] = []
     for n, bp in enumerate(proposed):
         ident = ident_by_key.get(_norm(bp.identifier))
+        ref = _NUMBERED.match(bp.identifier)
+        if ident is None and ref:
+            # Small models often answer with the list number ("2" or "2. the text"): accept the reference.
+            ident = ident_by_key.get(_norm(ref.group(2) or ""))
+            if ident is None and 1 <= int(ref.group(1)) <= len(numbered):
+                ident = numbered[int(ref.group(1)) - 1]
         if ident is None:
             problems.append(f"blueprint {n}: identifier '{bp.identifier}' is not in the list (copy it exactly)")
             continue
@@ -128,9 +156,14 @@ def check_blueprints(
 
 
 def check_queries(
-    written: Sequence[WrittenQuery], blueprints: Sequence[Blueprint], *, language: str, avoid: Sequence[str] = ()
+    written: Sequence[WrittenQuery], blueprints: Sequence[Blueprint], *, language: str, avoid: Sequence[str] = (),
+    document: str | None = None, max_copied_words: int = 10,
 ) -> list[str]:
-    """Return one query per blueprint, in order, or raise with what to fix."""
+    """Return one query per blueprint, in order, or raise with what to fix.
+
+    With ``document``, a query that copies a run of more than ``max_copied_words`` consecutive words from it
+    is rejected: a searcher has not read the document, and copied queries teach a retriever string matching.
+    """
     if len(written) != len(blueprints):
         raise OutputRejected(f"write exactly {len(blueprints)} queries, one per blueprint; got {len(written)}")
     by_position: dict[int, str] = {}
@@ -149,6 +182,10 @@ def check_queries(
             continue
         if _norm(text) in seen:
             problems.append(f"query for blueprint {slot} duplicates another query")
+            continue
+        if document is not None and copied_words(text, document) > max_copied_words:
+            problems.append(f"query for blueprint {slot} copies a sentence of the document; rephrase it the way "
+                            "a searcher who has not read the document would")
             continue
         seen.add(_norm(text))
         by_position[slot] = text

@@ -22,7 +22,8 @@ def test_self_improve_passes_each_loop_after_one_refinement(tmp_path, index_dir)
         assert loop["stop_reason"] == "passed" and loop["kept"] == 2
         assert len(loop["attempts"]) == 2 and loop["attempts"][0]["passed"] is False
         assert loop["attempts"][0]["feedback"]
-    assert [a["score"] for a in history["annotation_instruction"]["attempts"]] == [0.0, 1.0]
+    # attempt 1: no positive found (0 of 3) but every control negative rejected (3 of 3)
+    assert [a["score"] for a in history["annotation_instruction"]["attempts"]] == [0.5, 1.0]
     state = artifact.program.state
     assert GUIDANCE_MARK in state.idattr_guidance
     assert STYLE_MARK in state.query_instruction
@@ -65,3 +66,27 @@ def test_usage_is_recorded_per_loop(tmp_path, index_dir):
         stage = usage[loop["name"]]
         assert stage["calls"] > 0 and stage["prompt_tokens"] > 0 and stage["completion_tokens"] > 0
         assert sum(a["usage"].get("calls", 0) for a in loop["attempts"]) <= stage["calls"]
+
+
+class YesManBrain(SyntraBrain):
+    """Labels every candidate 3: the paper's positives-only check cannot tell."""
+
+    @staticmethod
+    def annotate(system, inputs):
+        import re
+
+        ids = re.findall(r"\[doc_id (\d+)\]", inputs.get("candidates", ""))
+        return {"judgements": [{"doc_id": int(i), "score": 3} for i in ids]}
+
+
+def test_control_negatives_catch_an_annotator_that_calls_everything_relevant(tmp_path, index_dir):
+    artifact, _ = compile_mini(tmp_path / "a", brain=YesManBrain(), index_dir=index_dir, max_attempts=2)
+    loop = artifact.manifest["history"][-1]
+    first = loop["attempts"][0]
+    assert not loop["passed"] and first["details"]["control_errors"] == 3
+    assert "Unrelated control document" in first["feedback"] or first["feedback"]
+    for row in first["details"]["labels"]:
+        assert len(row["control_positions"]) == 1
+    positives_only, _ = compile_mini(tmp_path / "b", brain=YesManBrain(), index_dir=index_dir, max_attempts=2,
+                                     control_negatives=0)
+    assert positives_only.manifest["history"][-1]["passed"]

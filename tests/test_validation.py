@@ -78,3 +78,18 @@ def test_labels_every_candidate_exactly_once():
         check_labels([*labels, CandidateLabel(doc_id=1, score=1)], 2)
     with pytest.raises(OutputRejected, match="was not shown"):
         check_labels([*labels, CandidateLabel(doc_id=5, score=1)], 2)
+
+
+def test_blueprints_accept_numbered_identifier_references():
+    kept, problems = check_blueprints([bp("2", specificity="broad"), bp("1. FGF21", specificity="specific")], FEATURES)
+    assert [b.identifier for b in kept] == ["FGF21 lowers SREBP2", "FGF21"] and not problems
+
+
+def test_queries_that_copy_the_document_are_rejected():
+    doc = "Fibroblast growth factor 21 protects against atherosclerosis by modulating adiponectin and SREBP2 levels in mice"
+    bps = [bp("FGF21", specificity="broad")]
+    copied = "fibroblast growth factor 21 protects against atherosclerosis by modulating adiponectin and SREBP2 levels"
+    with pytest.raises(OutputRejected, match="copies a sentence"):
+        check_queries([WrittenQuery(blueprint=0, query=copied)], bps, language="en", document=doc)
+    assert check_queries([WrittenQuery(blueprint=0, query="FGF21 reduces plaque formation")], bps,
+                         language="en", document=doc) == ["FGF21 reduces plaque formation"]

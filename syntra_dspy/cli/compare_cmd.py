@@ -7,7 +7,7 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from syntra_dspy.cli.compile_cmd import _SETTING_FLAGS, add_lm_flags, lm_overrides, settings_from_args
+from syntra_dspy.cli.compile_cmd import add_compile_flags, lm_overrides, settings_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,13 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
-    p.add_argument("--encoder", default=None, help="sentence-transformers model (default: all-MiniLM-L6-v2)")
-    p.add_argument("--index-dir", default=None, help="where to cache the corpus index")
-    p.add_argument("--keep", choices=("last", "best"), default=None, help="attempt a loop keeps when none passes")
-    p.add_argument("--selection-target", type=int, default=None, help="documents selected before sampling")
-    for name, kind in _SETTING_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
-    add_lm_flags(p)
+    add_compile_flags(p)
     p.set_defaults(func=run)
 
 

@@ -31,6 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--record-feedback", metavar="FILE", default=None,
                    help="human strategy: record the session here (with --human-feedback: resume it)")
     p.add_argument("--out", default="artifacts", help="artifact root (default: artifacts/)")
+    add_compile_flags(p)
+    p.set_defaults(func=run)
+
+
+def add_compile_flags(p: argparse.ArgumentParser) -> None:
+    """Encoder, index, test-mode settings and LM roles: shared by compile and compare."""
     p.add_argument("--encoder", default=None, help="sentence-transformers model (default: all-MiniLM-L6-v2)")
     p.add_argument("--index-dir", default=None, help="where to cache the corpus index")
     p.add_argument("--keep", choices=("last", "best"), default=None, help="attempt a loop keeps when none passes")
@@ -38,7 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, kind in _SETTING_FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
     add_lm_flags(p)
-    p.set_defaults(func=run)
 
 
 def settings_from_args(args: argparse.Namespace) -> CompileSettings:

@@ -6,17 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from syntra_dspy.cli._args import positive_int
 from syntra_dspy.errors import ConfigError
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="jsonl (default) or hf (a datasets.save_to_disk folder)")
     p.add_argument("--negatives", choices=("hard", "hard+easy"), default="hard",
                    help="hard negatives only (default), or topped up with easy ones to --num-negatives")
-    p.add_argument("--num-negatives", type=_positive, default=7, metavar="n", help="negatives per record (default 7)")
+    p.add_argument("--num-negatives", type=positive_int, default=7, metavar="n", help="negatives per record (default 7)")
     p.add_argument("--positives", choices=("all", "source-first"), default="all",
                    help="all judged positives (default), or only the source document when it was judged positive")
     p.add_argument("--include-unretrieved-source", action="store_true",

@@ -7,20 +7,11 @@ import json
 from pathlib import Path
 
 from syntra_dspy.corpus import FORMATS
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return number
+from syntra_dspy.cli._args import positive_int
 
 
 def _docs(value: str) -> int | None:
-    return None if value.lower() == "all" else _positive(value)
+    return None if value.lower() == "all" else positive_int(value)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,11 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--docs", type=_docs, default=None, metavar="N",
                    help="documents to select (default 'all': every document the diverse selection keeps); "
                         "a later run may raise it")
-    p.add_argument("--queries-per-doc", type=_positive, default=4, metavar="k", help="queries per document (default 4)")
-    p.add_argument("--top-k", type=_positive, default=20, metavar="K", help="candidates retrieved per query (default 20)")
-    p.add_argument("--chunk-size", type=_positive, default=None, metavar="c",
+    p.add_argument("--queries-per-doc", type=positive_int, default=4, metavar="k", help="queries per document (default 4)")
+    p.add_argument("--top-k", type=positive_int, default=20, metavar="K", help="candidates retrieved per query (default 20)")
+    p.add_argument("--chunk-size", type=positive_int, default=None, metavar="c",
                    help="candidates per annotation call (default: the artifact's setting)")
-    p.add_argument("--concurrency", type=_positive, default=4, metavar="C", help="LM calls in flight (default 4)")
+    p.add_argument("--concurrency", type=positive_int, default=4, metavar="C", help="LM calls in flight (default 4)")
     p.add_argument("--generator", metavar="MODEL[@API_BASE]", default=None,
                    help="generator LM: 'embedded[:NAME]' or a DSPy/LiteLLM model string, optionally @ an "
                         "OpenAI-compatible server (e.g. hosted_vllm/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1); "

@@ -17,7 +17,6 @@ Dataset specs, as the command line takes them:
 
 from __future__ import annotations
 
-import json
 import logging
 import unicodedata
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syntra_dspy.corpus import Corpus, read_corpus
+from syntra_dspy.jsonl import json_objects
 from syntra_dspy.errors import ConfigError, InputError
 from syntra_dspy.evaluation.trec import Qrels, read_qrels
 
@@ -109,15 +109,7 @@ def read_beir_queries(path: str | Path) -> dict[str, str]:
         raise InputError("queries file not found", path=path)
     queries: dict[str, str] = {}
     with path.open(encoding="utf-8-sig") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=path, line=lineno) from None
-            if not isinstance(obj, dict):
-                raise InputError("expected a JSON object", path=path, line=lineno)
+        for lineno, obj in json_objects(fh, source=path):
             for key in ("_id", "text"):
                 if not isinstance(obj.get(key), (str, int)) or isinstance(obj.get(key), bool) \
                         or not str(obj[key]).strip():

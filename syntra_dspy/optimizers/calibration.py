@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from syntra_dspy.jsonl import json_objects
 from syntra_dspy.errors import InputError, LMOutputError
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.programs import context as ctx
@@ -73,14 +73,8 @@ def parse_labels_text(text: str, *, source: str = "<labels>", fmt: str = "tsv") 
     """Rows from label-file text (``tsv``, ``csv`` or ``jsonl``); a ``query, doc_id, label`` header is skipped."""
     pairs: list[LabelledPair] = []
     if fmt == "jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=source, line=n) from None
-            if not isinstance(obj, dict) or not all(k in obj for k in _HEADER):
+        for n, obj in json_objects(text.splitlines(), source=source):
+            if not all(k in obj for k in _HEADER):
                 raise InputError("expected an object with query, doc_id and label", path=source, line=n)
             pairs.append(_row([obj["query"], obj["doc_id"], obj["label"]], source, n))
     else:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from syntra_dspy.jsonl import json_objects
 from syntra_dspy.errors import ConfigError, InputError, SyntraError
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import LabelledPair, labels_text, parse_labels_text, with_texts
@@ -73,14 +74,8 @@ def read_feedback(path: str | Path) -> list[FeedbackEvent]:
         raise InputError("human feedback file not found", path=path,
                          hint="record one with --strategy human (no --human-feedback), then replay it")
     events: list[FeedbackEvent] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON ({exc.msg})", path=path, line=n) from None
-        missing = [k for k in _KEYS if k not in obj] if isinstance(obj, dict) else list(_KEYS)
+    for n, obj in json_objects(path.read_text(encoding="utf-8").splitlines(), source=path):
+        missing = [k for k in _KEYS if k not in obj]
         if missing:
             raise InputError(f"a feedback event needs {', '.join(missing)}", path=path, line=n)
         if obj["action"] not in ACTIONS:

@@ -259,7 +259,8 @@ class SelfImprove(Teleprompter):
             if confirmed:
                 return self._generating(run_calibration, annotator, confirmed, chunk_size=s.chunk_size)
             return self._generating(tr.run_labels, annotator, program.state.examples, candidates,
-                                    k=s.annotation_candidates, chunk_size=s.chunk_size, seed=s.seed)
+                                    k=s.annotation_candidates, chunk_size=s.chunk_size, seed=s.seed,
+                                    controls=s.control_negatives)
 
         def evaluate(instruction: str, trials: list[Any]) -> Evaluation:
             def explain(text: str) -> str:
@@ -291,16 +292,25 @@ class SelfImprove(Teleprompter):
 
 
 def fewshot_positive_check(trials: Sequence[tr.LabelTrial], explain=None) -> Evaluation:
-    """Score = share of few-shot positives labelled positive (2-3); a missing label counts as a mismatch.
+    """Score = share of checked labels that are right: every few-shot positive must be labelled positive
+    (2-3; a missing label is a mismatch) and every control negative, if any, must not be.
 
-    Passes only when every positive is labelled positive. On failure ``explain(mismatches_text)`` turns the
-    mismatches into feedback for refinement.
+    Passes only when all are right. On failure ``explain(mismatches_text)`` turns the mismatches into
+    feedback for refinement.
     """
-    total = len(trials)
-    hits = sum(1 for t in trials if t.positive_score is not None and t.positive_score >= 2)
+    total = hits = control_errors = 0
+    for t in trials:
+        total += 1
+        hits += t.positive_score is not None and t.positive_score >= 2
+        for score in t.control_scores:
+            total += 1
+            ok = score is not None and score < 2
+            hits += ok
+            control_errors += score is not None and not ok
     labels = [
         {"query": t.example.query, "positive_id": t.example.positive_id, "label": t.positive_score,
-         "candidate_scores": t.scores}
+         "candidate_ids": t.candidate_ids, "candidate_scores": t.scores,
+         "control_positions": list(t.control_indices)}
         for t in trials
     ]
     score = hits / total if total else 0.0
@@ -308,7 +318,8 @@ def fewshot_positive_check(trials: Sequence[tr.LabelTrial], explain=None) -> Eva
         return Evaluation(score, True, "", {"labels": labels})
     text = tr.mismatches_text(trials)
     feedback = explain(text) if explain else text
-    return Evaluation(score, False, feedback or text, {"labels": labels, "mismatches": total - hits})
+    return Evaluation(score, False, feedback or text,
+                      {"labels": labels, "mismatches": total - hits, "control_errors": control_errors})
 
 
 def _definition_from(pred: dspy.Prediction) -> TaskDefinition:

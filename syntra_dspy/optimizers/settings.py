@@ -18,6 +18,8 @@ class CompileSettings(BaseModel):
     seed: int = 42
     annotation_candidates: int = Field(8, ge=1, le=100, description="retrieved candidates per few-shot query")
     chunk_size: int = Field(4, ge=1, le=50, description="candidates per annotation call")
+    control_negatives: int = Field(1, ge=0, le=10, description="random corpus documents per few-shot query that "
+                                   "the annotation check requires to be labelled negative (0: positives only)")
     judge_pairs: int = Field(5, ge=1, description="document/query pairs the verifier sees")
     refine_pairs: int = Field(8, ge=1, description="document/query pairs the refiner sees")
     max_doc_chars: int = Field(1500, ge=200, description="documents are clipped to this length in prompts")

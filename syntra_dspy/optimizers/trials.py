@@ -26,7 +26,11 @@ class TrialDocument(Protocol):
 
 
 class CandidateSource(Protocol):
-    """Retrieves candidate documents for a query: [(doc_id, text)], best first."""
+    """Retrieves candidate documents for a query: [(doc_id, text)], best first.
+
+    Sources may also offer ``sample(n, *, exclude, seed) -> [(doc_id, text)]`` (random corpus documents),
+    which the annotation check uses as control negatives.
+    """
 
     def candidates(self, query: str, k: int) -> list[tuple[str, str]]: ...
 
@@ -52,10 +56,16 @@ class LabelTrial:
     candidate_ids: list[str]
     scores: list[int | None]
     positive_index: int
+    control_indices: tuple[int, ...] = ()
+    texts: list[str] = field(default_factory=list, repr=False)
 
     @property
     def positive_score(self) -> int | None:
         return self.scores[self.positive_index]
+
+    @property
+    def control_scores(self) -> list[int | None]:
+        return [self.scores[i] for i in self.control_indices]
 
 
 def run_extraction(program: SynthesisProgram, docs: Sequence[TrialDocument]) -> list[FeatureTrial]:
@@ -95,15 +105,19 @@ def run_labels(
     k: int,
     chunk_size: int,
     seed: int,
+    controls: int = 0,
 ) -> list[LabelTrial]:
     """Label each few-shot query's retrieved candidates; its known positive is always among them.
 
     When retrieval misses the positive, it replaces a candidate at a seeded position, so the check never
-    depends on the retriever and the positive does not always sit in the same slot.
+    depends on the retriever and the positive does not always sit in the same slot. ``controls`` random
+    corpus documents (control negatives) replace the last retrieved candidates at seeded positions: an
+    annotator that calls everything relevant then fails the check instead of passing it.
     """
     rng = random.Random(seed)
+    sampler = getattr(source, "sample", None)
     trials = []
-    for ex in examples:
+    for n, ex in enumerate(examples):
         found = source.candidates(ex.query, k)
         ids = [doc_id for doc_id, _ in found]
         texts = [text for _, text in found]
@@ -115,6 +129,22 @@ def run_labels(
             ids.insert(pos, key or "(example positive)")
             texts.insert(pos, ex.positive_text)
             ids, texts = ids[:k], texts[:k]
+        control_ids: list[str] = []
+        if controls and sampler is not None:
+            drawn = sampler(controls, exclude={*ids, key}, seed=seed + n)
+            keep = max(1, len(ids) - len(drawn))
+            if pos >= keep:  # never drop the positive to make room
+                ids[keep - 1], ids[pos] = ids[pos], ids[keep - 1]
+                texts[keep - 1], texts[pos] = texts[pos], texts[keep - 1]
+                pos = keep - 1
+            ids, texts = ids[:keep], texts[:keep]
+            for doc_id, text in drawn:
+                at = rng.randrange(len(ids) + 1)
+                ids.insert(at, doc_id)
+                texts.insert(at, text)
+                if at <= pos:
+                    pos += 1
+                control_ids.append(doc_id)
         scores: list[int | None] = [None] * len(ids)
         for start in range(0, len(ids), chunk_size):
             chunk = texts[start : start + chunk_size]
@@ -122,7 +152,8 @@ def run_labels(
                 scores[start : start + len(chunk)] = program.label_candidates(ex.query, chunk)
             except LMOutputError as exc:
                 logger.warning("annotation chunk failed for %r: %s", ex.query[:60], exc)
-        trials.append(LabelTrial(ex, ids, scores, pos))
+        control_at = tuple(i for i, doc_id in enumerate(ids) if doc_id in control_ids)
+        trials.append(LabelTrial(ex, ids, scores, pos, control_at, texts))
     return trials
 
 
@@ -154,11 +185,17 @@ def mismatches_text(trials: Sequence[LabelTrial], max_doc_chars: int = 600) -> s
     lines = []
     for n, t in enumerate(trials, 1):
         score = t.positive_score
-        if score is not None and score >= 2:
-            continue
-        given = "no label (the annotator's answer was unusable)" if score is None else f"{score}"
-        lines.append(
-            f"{n}. Query: {t.example.query}\n   Known-relevant document: {ctx.clip(t.example.positive_text, max_doc_chars)}\n"
-            f"   Label given: {given} (expected 2 or 3)"
-        )
+        if score is None or score < 2:
+            given = "no label (the annotator's answer was unusable)" if score is None else f"{score}"
+            lines.append(
+                f"{n}. Query: {t.example.query}\n   Known-relevant document: "
+                f"{ctx.clip(t.example.positive_text, max_doc_chars)}\n   Label given: {given} (expected 2 or 3)"
+            )
+        for i in t.control_indices:
+            if t.scores[i] is not None and t.scores[i] >= 2:
+                text = t.texts[i] if i < len(t.texts) else "(text not kept)"
+                lines.append(
+                    f"{n}. Query: {t.example.query}\n   Unrelated control document (drawn at random from the "
+                    f"corpus): {ctx.clip(text, max_doc_chars)}\n   Label given: {t.scores[i]} (expected 0 or 1)"
+                )
     return "\n\n".join(lines)

@@ -187,7 +187,7 @@ class SynthesisProgram(dspy.Module):
                 language=f"Write every query in {language_name(lang)}.",
                 retry_note=note,
             )
-            return check_queries(pred.queries or [], blueprints, language=lang, avoid=avoid)
+            return check_queries(pred.queries or [], blueprints, language=lang, avoid=avoid, document=doc)
 
         return self._retrying("write", call)
 

@@ -16,7 +16,8 @@ class DraftAnnotationInstruction(dspy.Signature):
     weaker or partial support, still a correct answer; 1 looks related (same topic, same entities) but fails a
     required condition; 0 unrelated to the information need. Push the annotator to decide from the specific
     query-document relationship, not from shared words, and to judge every candidate independently of its
-    position in the list. Output only the instruction text."""
+    position in the list. Most retrieved candidates share words with the query without meeting the
+    criterion: 2 and 3 are for the documents that do. Output only the instruction text."""
 
     task_context: str = dspy.InputField()
     instruction: str = dspy.OutputField()
@@ -33,10 +34,11 @@ class JudgeCandidateRelevance(dspy.Signature):
 
 
 class ExplainAnnotationMismatches(dspy.Signature):
-    """An annotator following the instruction below labelled documents that are known to be relevant as not
-    relevant (or left them unlabelled). For each mismatch, explain which part of the instruction led to the
-    wrong label (a condition that is too strict, a missing case, a misleading test) and what the instruction
-    should say instead. Also state what should still separate a hard negative (related but failing a required
+    """An annotator following the instruction below made mistakes: it labelled documents known to be relevant
+    as not relevant (or left them unlabelled), and/or labelled unrelated control documents, drawn at random
+    from the corpus, as relevant. For each mismatch, explain which part of the instruction led to the wrong
+    label (a condition that is too strict or too loose, a missing case, a misleading test) and what the
+    instruction should say instead. Also state what should still separate a hard negative (related but failing a required
     condition) from an easy negative (unrelated). Be concrete and general: the advice must hold for other
     queries of this task."""
 
@@ -47,8 +49,8 @@ class ExplainAnnotationMismatches(dspy.Signature):
 
 
 class RefineAnnotationInstruction(dspy.Signature):
-    """You revise the annotation instruction so that the documents known to be relevant are labelled 2 or 3,
-    following the diagnosis. Keep the task context and the 0-3 scale, keep what works, rewrite the relevance
+    """You revise the annotation instruction so that documents known to be relevant are labelled 2 or 3 and
+    unrelated documents 0 or 1, following the diagnosis. Keep the task context and the 0-3 scale, keep what works, rewrite the relevance
     conditions the diagnosis shows to be wrong, and keep clear criteria for 1 (related but failing a required
     condition) versus 0 (unrelated). Output only the revised instruction text."""
 

@@ -17,7 +17,8 @@ class InferTaskDefinition(dspy.Signature):
       the document is relevant if <criterion>", where the criterion states exactly what makes each example's
       document the right one for its query, not merely that they share a topic;
     - query_language and document_language: ISO 639-1 codes (en, zh, ...) of the examples' queries and documents.
-    Ground every choice in the examples; do not describe a generic search task."""
+    Ground every choice in the examples; do not describe a generic search task. The definition must fit every
+    example, not just one: never name a topic, entity or finding that belongs to a single example."""
 
     examples: str = dspy.InputField(desc="numbered query / relevant-document pairs")
     query_type: str = dspy.OutputField()
@@ -33,7 +34,9 @@ class JudgeTaskDefinition(dspy.Signature):
     Go through the examples one by one: does each query fit query_type, does each document fit doc_type, and
     would the relevance_definition, used as a filter, accept each example's document for its query while still
     rejecting documents that merely share the topic? Penalise definitions that are generic (could describe any
-    search task), too narrow (fit only one example), or state a criterion the examples do not support.
+    search task), too narrow (fit only one example), or state a criterion the examples do not support. A
+    definition that names the subject of one example (a particular disease, gene, place or finding) is too
+    narrow: score it 1 or lower.
     Score 0-3: 3 precise and ready to use; 2 usable with small issues; 1 systematic mismatch with the examples;
     0 wrong task. The feedback names each problem and the concrete rewrite that fixes it."""
 
