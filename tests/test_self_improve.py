@@ -39,7 +39,8 @@ def test_stubborn_brain_runs_to_attempt_limit_and_records_everything(tmp_path, i
     artifact, brain = compile_mini(tmp_path, brain=SyntraBrain(stubborn=True), index_dir=index_dir, max_attempts=3)
     for loop in artifact.manifest["history"]:
         assert loop["stop_reason"] == "attempt_limit" and len(loop["attempts"]) == 3 and loop["kept"] == 3
-    assert brain.calls["refine_query"] == 2  # refined after attempts 1 and 2, never after the last
+    # refined after attempts 1 and 2, never after the last; each unchanged rewrite is resampled once
+    assert brain.calls["refine_query"] == 4
 
 
 def test_keep_best_with_attempt_limit(tmp_path, index_dir):
@@ -90,3 +91,19 @@ def test_control_negatives_catch_an_annotator_that_calls_everything_relevant(tmp
     positives_only, _ = compile_mini(tmp_path / "b", brain=YesManBrain(), index_dir=index_dir, max_attempts=2,
                                      control_negatives=0)
     assert positives_only.manifest["history"][-1]["passed"]
+
+
+def test_a_definition_drawn_from_one_example_is_caught_in_code():
+    from syntra_dspy.optimizers.self_improve import example_specific_terms
+    from syntra_dspy.programs.components import FewShotPair
+    from syntra_dspy.task import TaskDefinition
+
+    pairs = [FewShotPair(query="Breast cancer risk rises with radiation exposure.", positive_text="Cohort of women."),
+             FewShotPair(query="FGF21 lowers cholesterol.", positive_text="Mouse study of FGF21."),
+             FewShotPair(query="Notch signalling guides stroma.", positive_text="Tumour stroma study.")]
+    narrow = TaskDefinition(query_type="claim", doc_type="abstract",
+                            relevance_definition="Relevant if it shows radiation exposure raises breast cancer risk.")
+    general = TaskDefinition(query_type="claim", doc_type="abstract",
+                             relevance_definition="Relevant if it reports evidence that supports or refutes the claim.")
+    assert set(example_specific_terms(narrow, pairs)) >= {"radiation", "exposure", "breast", "cancer"}
+    assert example_specific_terms(general, pairs) == []

@@ -107,19 +107,31 @@ class SelfImprove(Teleprompter):
                                       time.perf_counter() - started)
 
     # -- helpers -----------------------------------------------------------------------------------------
-    def _call(self, name: str, **inputs: Any) -> dspy.Prediction:
-        """Run one authoring predictor on its role's LM; an unparsable answer is retried once, resampled."""
+    def _call(self, name: str, *, sample: int = 0, **inputs: Any) -> dspy.Prediction:
+        """Run one authoring predictor on its role's LM; an unparsable answer is retried once, resampled.
+
+        ``sample > 0`` asks for a sampled answer (temperature 0.7, a distinct rollout) instead of the greedy one.
+        """
         lm = getattr(self.lms, ROLE_OF[name])
         predictor = getattr(self.author, name)
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            try:
-                return predictor(**inputs)
-            except (AdapterParseError, ValueError) as exc:
-                logger.warning("%s: unusable answer (%s); resampling once", name, str(exc)[:200])
-            try:
-                return predictor(**inputs, config={"temperature": 0.7, "rollout_id": 1})
-            except (AdapterParseError, ValueError) as exc:
-                raise LMOutputError(f"no usable answer after 2 tries: {str(exc)[:300]}", stage=name) from None
+            for rollout in (sample, sample + 1):
+                config = {"temperature": 0.7, "rollout_id": rollout} if rollout else {}
+                try:
+                    return predictor(**inputs, config=config)
+                except (AdapterParseError, ValueError) as exc:
+                    error = exc
+                    logger.warning("%s: unusable answer (%s)", name, str(exc)[:200])
+        raise LMOutputError(f"no usable answer after 2 tries: {str(error)[:300]}", stage=name)
+
+    def _revise(self, name: str, field: str, current: str, **inputs: Any) -> str:
+        """A refiner's rewrite of ``current``; an unchanged answer is resampled once, since at temperature 0
+        the loop would otherwise evaluate the very same text again."""
+        text = clean_text(getattr(self._call(name, **inputs), field))
+        if " ".join(text.split()) == " ".join(current.split()):
+            logger.info("%s returned the text unchanged; sampling another revision", name)
+            text = clean_text(getattr(self._call(name, sample=2, **inputs), field))
+        return text or current
 
     def _generating(self, fn, *args, **kwargs):
         with dspy.context(lm=self.lms.generator, adapter=dspy.JSONAdapter()):
@@ -148,7 +160,14 @@ class SelfImprove(Teleprompter):
         def evaluate(definition: TaskDefinition, _: Any) -> Evaluation:
             pred = self._call("judge_task", examples=pairs, task_definition=ctx.task_definition_text(definition))
             score = _score(pred.score)
-            return Evaluation(score, score >= self.settings.pass_threshold, clean_text(pred.feedback))
+            feedback = clean_text(pred.feedback)
+            specific = example_specific_terms(definition, examples)
+            if specific:
+                # A definition copied from one example is caught in code: small verifiers miss it.
+                score = min(score, 1)
+                feedback = (f"The definition names terms that belong to a single example ({', '.join(specific)}); "
+                            "state the criterion so that it fits every example. " + feedback).strip()
+            return Evaluation(score, score >= self.settings.pass_threshold, feedback, {"example_specific": specific})
 
         def refine(definition: TaskDefinition, _: Any, ev: Evaluation) -> TaskDefinition:
             pred = self._call("refine_task", examples=pairs, task_definition=ctx.task_definition_text(definition),
@@ -183,9 +202,9 @@ class SelfImprove(Teleprompter):
                               {"failed": failed})
 
         def refine(guidance: str, trials: list[tr.FeatureTrial], ev: Evaluation) -> str:
-            pred = self._call("refine_guidance", task_context=task, current_guidance=guidance, feedback=ev.feedback,
-                              samples=tr.features_samples(trials, with_documents=False))
-            return clean_text(pred.guidance) or guidance
+            return self._revise("refine_guidance", "guidance", guidance, task_context=task,
+                                current_guidance=guidance, feedback=ev.feedback,
+                                samples=tr.features_samples(trials, with_documents=False))
 
         if not self.evaluates:
             return program, [], unevaluated("idattr", program.state.idattr_guidance)
@@ -228,10 +247,9 @@ class SelfImprove(Teleprompter):
             return Evaluation(score, score >= s.pass_threshold, clean_text(pred.feedback), details)
 
         def refine(instruction: str, trials: list[tr.QueryTrial], ev: Evaluation) -> str:
-            pred = self._call("refine_query", task_context=task, golden_queries=golden,
-                              current_instruction=instruction, feedback=ev.feedback,
-                              pairs=tr.query_pairs(trials, limit=s.refine_pairs, seed=s.seed + 1))
-            return clean_text(pred.instruction) or instruction
+            return self._revise("refine_query", "instruction", instruction, task_context=task,
+                                golden_queries=golden, current_instruction=instruction, feedback=ev.feedback,
+                                pairs=tr.query_pairs(trials, limit=s.refine_pairs, seed=s.seed + 1))
 
         instruction, _, report = self._loop("query_instruction", generate=generate, evaluate=evaluate,
                                             refine=refine, threshold=s.pass_threshold).run(initial)
@@ -270,9 +288,8 @@ class SelfImprove(Teleprompter):
             return calibration_check(trials, explain) if confirmed else fewshot_positive_check(trials, explain)
 
         def refine(instruction: str, _: Any, ev: Evaluation) -> str:
-            pred = self._call("refine_annotation", task_context=task, current_instruction=instruction,
-                              feedback=ev.feedback)
-            return clean_text(pred.instruction) or instruction
+            return self._revise("refine_annotation", "instruction", instruction, task_context=task,
+                                current_instruction=instruction, feedback=ev.feedback)
 
         instruction, _, report = self._loop("annotation_instruction", generate=generate, evaluate=evaluate,
                                             refine=refine, threshold=1.0).run(initial)
@@ -320,6 +337,27 @@ def fewshot_positive_check(trials: Sequence[tr.LabelTrial], explain=None) -> Eva
     feedback = explain(text) if explain else text
     return Evaluation(score, False, feedback or text,
                       {"labels": labels, "mismatches": total - hits, "control_errors": control_errors})
+
+
+_TERM = re.compile(r"[A-Za-z][A-Za-z0-9-]{3,}")
+_COMMON = {"query", "queries", "document", "documents", "relevant", "relevance", "given", "about", "which", "that",
+           "this", "with", "from", "their", "there", "whether", "provides", "provide", "evidence", "claim", "claims",
+           "paper", "papers", "abstract", "abstracts", "scientific", "research", "study", "studies", "reports",
+           "report", "result", "results", "support", "supports", "refute", "refutes", "type", "text"}
+
+
+def example_specific_terms(definition: TaskDefinition, examples: Sequence[FewShotPair], *, min_terms: int = 3
+                           ) -> list[str]:
+    """Words of the relevance definition found in exactly one example's query or document.
+
+    Returns them when there are at least ``min_terms`` (a definition drawn from one example), else [].
+    """
+    if len(examples) < 2:
+        return []
+    vocab = [{w.lower() for w in _TERM.findall(f"{ex.query} {ex.positive_text}")} for ex in examples]
+    words = dict.fromkeys(w.lower() for w in _TERM.findall(definition.relevance_definition))
+    specific = [w for w in words if w not in _COMMON and sum(w in v for v in vocab) == 1]
+    return specific if len(specific) >= min_terms else []
 
 
 def _definition_from(pred: dspy.Prediction) -> TaskDefinition:
