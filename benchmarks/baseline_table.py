@@ -44,7 +44,8 @@ def main() -> None:
     results, seconds = {}, {}
     for name, model in systems:
         start = time.perf_counter()
-        results[name] = evaluate_model(model, dataset, exclude=args.exclude_queries, show_progress=True)
+        results[name] = evaluate_model(model, dataset, exclude=args.exclude_queries, show_progress=True,
+                                       index_root=".syntra/index")
         seconds[name] = time.perf_counter() - start
         print(f"{name}: {results[name].aggregate} ({seconds[name]:.0f} s)", flush=True)
 

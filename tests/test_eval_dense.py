@@ -85,3 +85,27 @@ def test_any_encoder_object_goes_through_exact_search():
     result = evaluate_model(BagOfWordsEncoder(), ds, "nDCG@10 RR", k=2)
     assert result.model == "bow" and next(iter(result.run["q"])) == "b" and len(result.run["q"]) == 2
     assert result.aggregate == {"nDCG@10": 1.0, "RR": 1.0}
+
+
+def test_dense_retriever_reuses_the_fingerprinted_index_cache(tmp_path, minilm):
+    from syntra_dspy.corpus import corpus_from_documents
+    from syntra_dspy.evaluation.retrieve import DenseRetriever
+
+    corpus = corpus_from_documents([("a", "FGF21 protects against atherosclerosis."), ("b", "Notch signalling in tumours."),
+                                    ("c", "ATF4 marks endoplasmic reticulum stress.")])
+    first = DenseRetriever(minilm, corpus, index_root=tmp_path)
+    assert len(list(tmp_path.iterdir())) == 1  # one cached index for this corpus + encoder
+
+    class NoEncoding:
+        """Same identity as MiniLM, but must not be asked to encode documents again."""
+
+        id, name = minilm.id, minilm.name
+
+        def encode_documents(self, *a, **k):
+            raise AssertionError("the cached index should have been reused")
+
+        def encode_queries(self, texts, **k):
+            return minilm.encode_queries(texts, **k)
+
+    again = DenseRetriever(NoEncoding(), corpus, index_root=tmp_path)
+    assert again.search({"q": "endoplasmic reticulum stress"}, k=1) == first.search({"q": "endoplasmic reticulum stress"}, k=1)

@@ -58,6 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="queries without a ranking: score 0 (default) or leave out of the mean")
     p.add_argument("--language", help="document language for BM25 tokenisation (BEIR: detected)")
     p.add_argument("--batch-size", type=int, default=32, help="encoding batch size (default 32)")
+    p.add_argument("--index-root", default=".syntra/index",
+                   help="cache of encoded corpora, reused when corpus and encoder match ('' to disable)")
     p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples for --compare")
     p.add_argument("--confidence", type=float, default=0.95, help="CI level for --compare (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         ds = _load_dataset(args, load_corpus=True)
         result = evaluate_model(args.model, ds, measures, k=args.k, exclude=args.exclude_queries,
                                 batch_size=args.batch_size, show_progress=not args.no_progress,
-                                missing=args.missing)
+                                missing=args.missing, index_root=args.index_root or None)
         if args.run_out:
             write_run(result.run, args.run_out, tag=Path(result.model).name or result.model)
             logger.info("wrote run %s", args.run_out)

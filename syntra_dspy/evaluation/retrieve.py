@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -153,7 +154,7 @@ class DenseRetriever:
     """Exact inner-product search over L2-normalised document vectors (``faiss.IndexFlatIP``)."""
 
     def __init__(self, encoder: Any, corpus: Corpus, *, batch_size: int = 32,
-                 show_progress: bool = False) -> None:
+                 show_progress: bool = False, index_root: str | Path | None = None) -> None:
         try:
             import faiss
         except ImportError:
@@ -162,8 +163,18 @@ class DenseRetriever:
         self.name = str(getattr(encoder, "name", "dense"))
         self.batch_size = batch_size
         self._ids = corpus.ids
-        vectors = encoder.encode_documents([d.content for d in corpus], batch_size=batch_size,
-                                           show_progress=show_progress)
+        if index_root is not None and hasattr(encoder, "id"):
+            # The same fingerprinted cache compile and produce use: a corpus is encoded once per encoder.
+            from syntra_dspy.index import CorpusIndex
+            from syntra_dspy.retrieval import default_index_dir
+
+            cached = CorpusIndex.load_or_build(corpus, encoder, default_index_dir(corpus, encoder, index_root),
+                                               batch_size=batch_size, progress=show_progress)
+            order = [cached.position(doc_id) for doc_id in self._ids]
+            vectors = np.asarray(cached.vectors)[order]
+        else:
+            vectors = encoder.encode_documents([d.content for d in corpus], batch_size=batch_size,
+                                               show_progress=show_progress)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(self._ids):
             raise ConfigError(f"the encoder returned {vectors.shape} vectors for {len(self._ids)} documents",
@@ -195,7 +206,7 @@ class DenseRetriever:
 
 
 def load_retriever(model: str | Any, corpus: Corpus, *, language: str = "en", batch_size: int = 32,
-                   show_progress: bool = False) -> Retriever:
+                   show_progress: bool = False, index_root: str | Path | None = None) -> Retriever:
     """``"bm25"``, a model folder or name (via :func:`syntra_dspy.encoder.load_encoder`), an encoder
     object (with ``encode_queries``/``encode_documents``), or a ready :class:`Retriever`."""
     if isinstance(model, str):
@@ -204,9 +215,11 @@ def load_retriever(model: str | Any, corpus: Corpus, *, language: str = "en", ba
         from syntra_dspy.encoder import load_encoder
 
         encoder = load_encoder(model)
-        return DenseRetriever(encoder, corpus, batch_size=batch_size, show_progress=show_progress)
+        return DenseRetriever(encoder, corpus, batch_size=batch_size, show_progress=show_progress,
+                              index_root=index_root)
     if hasattr(model, "encode_documents") and hasattr(model, "encode_queries"):
-        return DenseRetriever(model, corpus, batch_size=batch_size, show_progress=show_progress)
+        return DenseRetriever(model, corpus, batch_size=batch_size, show_progress=show_progress,
+                              index_root=index_root)
     if isinstance(model, Retriever):
         return model
     raise ConfigError(f"cannot evaluate a {type(model).__name__}", field="model",
