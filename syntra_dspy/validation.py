@@ -196,6 +196,8 @@ def check_queries(
 
 def check_labels(labels: Sequence[CandidateLabel], n_candidates: int) -> list[int]:
     """Return one 0-3 score per candidate (local order), or raise naming missing, unknown or repeated ids."""
+    if n_candidates == 1 and len(labels) == 1:
+        return [labels[0].score]  # one candidate, one label: the id the model wrote cannot be ambiguous
     scores: dict[int, int] = {}
     problems: list[str] = []
     for label in labels:

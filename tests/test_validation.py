@@ -93,3 +93,9 @@ def test_queries_that_copy_the_document_are_rejected():
         check_queries([WrittenQuery(blueprint=0, query=copied)], bps, language="en", document=doc)
     assert check_queries([WrittenQuery(blueprint=0, query="FGF21 reduces plaque formation")], bps,
                          language="en", document=doc) == ["FGF21 reduces plaque formation"]
+
+
+def test_a_single_candidate_label_is_accepted_whatever_id_it_names():
+    assert check_labels([CandidateLabel(doc_id=1, score=2)], 1) == [2]
+    with pytest.raises(OutputRejected):
+        check_labels([CandidateLabel(doc_id=0, score=2), CandidateLabel(doc_id=1, score=1)], 1)
