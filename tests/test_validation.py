@@ -99,3 +99,10 @@ def test_a_single_candidate_label_is_accepted_whatever_id_it_names():
     assert check_labels([CandidateLabel(doc_id=1, score=2)], 1) == [2]
     with pytest.raises(OutputRejected):
         check_labels([CandidateLabel(doc_id=0, score=2), CandidateLabel(doc_id=1, score=1)], 1)
+
+
+def test_labels_are_salvaged_from_a_truncated_looping_answer():
+    from syntra_dspy.programs.synthesis import salvage_labels
+
+    text = '{"judgements": [{"doc_id": 0, "score": 2}, {"doc_id": 1, "score": 0}, {"doc_id": 0, "score": 3}, {"doc_id'
+    assert [(label.doc_id, label.score) for label in salvage_labels(text)] == [(0, 2), (1, 0)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ from syntra_dspy.programs.components import ComponentState, ProgramComponents
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures import (
     Blueprint,
+    CandidateLabel,
     ExtractIdentifiersAndAttributes,
     JudgeCandidateRelevance,
     PlanQueryBlueprints,
@@ -28,6 +30,17 @@ T = TypeVar("T")
 
 #: The steps of a synthesis program, in pipeline order (also the predictor names in program.json).
 STEP_NAMES = ("extract", "plan", "write", "annotate")
+
+
+_LABEL = re.compile(r'"doc_id"\s*:\s*(\d+)\s*,\s*"score"\s*:\s*([0-3])')
+
+
+def salvage_labels(text: str) -> list[CandidateLabel]:
+    """Complete ``{"doc_id": n, "score": s}`` pairs from a truncated answer, the first per id."""
+    seen: dict[int, int] = {}
+    for doc_id, score in _LABEL.findall(text):
+        seen.setdefault(int(doc_id), int(score))
+    return [CandidateLabel(doc_id=d, score=s) for d, s in seen.items()]
 
 
 def _base(signature: type[dspy.Signature]) -> str:
@@ -162,6 +175,7 @@ class SynthesisProgram(dspy.Module):
                 count=need,
                 already_used=ctx.blueprints_text(used) if used else "",
                 retry_note=note,
+                config={"max_tokens": 80 + 160 * need},
             )
             good, problems = check_blueprints(pred.blueprints or [], features, already=used)
             kept.extend(good[:need])
@@ -186,6 +200,7 @@ class SynthesisProgram(dspy.Module):
                 blueprints=ctx.blueprints_text(blueprints),
                 language=f"Write every query in {language_name(lang)}.",
                 retry_note=note,
+                config={"max_tokens": 60 + 120 * len(blueprints)},
             )
             return check_queries(pred.queries or [], blueprints, language=lang, avoid=avoid, document=doc)
 
@@ -196,8 +211,17 @@ class SynthesisProgram(dspy.Module):
         shown = ctx.candidates_text(candidates, self.max_doc_chars)
 
         def call(note: str) -> list[int]:
-            pred = self.annotate(query=query, candidates=shown, retry_note=note)
-            return check_labels(pred.judgements or [], len(candidates))
+            # The token budget grows with the candidates: a model looping inside the list is cut early, and
+            # the labels it completed before the loop are recovered from the raw text.
+            try:
+                pred = self.annotate(query=query, candidates=shown, retry_note=note,
+                                     config={"max_tokens": 40 + 30 * len(candidates)})
+                judgements = pred.judgements or []
+            except dspy.utils.exceptions.AdapterParseError as exc:
+                judgements = salvage_labels(exc.lm_response or "")
+                if not judgements:
+                    raise
+            return check_labels(judgements, len(candidates))
 
         return self._retrying("annotate", call)
 
