@@ -107,3 +107,11 @@ def test_a_definition_drawn_from_one_example_is_caught_in_code():
                              relevance_definition="Relevant if it reports evidence that supports or refutes the claim.")
     assert set(example_specific_terms(narrow, pairs)) >= {"radiation", "exposure", "breast", "cancer"}
     assert example_specific_terms(general, pairs) == []
+
+
+def test_clean_text_drops_looping_sentences_but_keeps_structure():
+    from syntra_dspy.optimizers.self_improve import clean_text
+
+    looped = "```\nRole: a researcher.\n" + "The query must be easy to read. The query must be short. " * 30 + "\n- keep this\n```"
+    assert clean_text(looped) == "Role: a researcher.\nThe query must be easy to read. The query must be short.\n- keep this"
+    assert clean_text("1. Yes.\n2. Yes.") == "1. Yes.\n2. Yes."  # short items are not treated as loops

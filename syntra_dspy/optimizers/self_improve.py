@@ -31,9 +31,29 @@ LOOPS = ("task_definition", "idattr", "query_instruction", "annotation_instructi
 _FENCE = re.compile(r"^```[a-zA-Z]*\n?|\n?```$")
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
 def clean_text(text: str | None) -> str:
-    """Strip code fences and surrounding whitespace from instruction text an LM wrote."""
-    return _FENCE.sub("", (text or "").strip()).strip()
+    """Instruction text an LM wrote, without code fences and without repeated sentences.
+
+    Small models fall into loops that repeat a sentence until the token budget runs out; every repeat after
+    the first is dropped (order and line structure are kept), so a loop cannot bloat every later prompt.
+    """
+    text = _FENCE.sub("", (text or "").strip()).strip()
+    seen: set[str] = set()
+    lines = []
+    for line in text.splitlines():
+        kept = []
+        for sentence in _SENTENCE_END.split(line):
+            key = " ".join(sentence.lower().split())
+            if key and len(key) > 12 and key in seen:
+                continue
+            seen.add(key)
+            kept.append(sentence)
+        if kept or not line.strip():
+            lines.append(" ".join(kept).rstrip())
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 def _score(value: Any) -> int:

@@ -37,19 +37,23 @@ ROLE_OF = {
 
 
 class InstructionAuthor(dspy.Module):
-    """Holds one predictor per authoring signature, so each can be inspected or replaced (e.g. by a human)."""
+    """Holds one predictor per authoring signature, so each can be inspected or replaced (e.g. by a human).
+
+    Token budgets fit the longest useful answer of each (an instruction is a few hundred words): a small
+    model that loops is cut off instead of filling a minute of generation.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.infer_task = dspy.Predict(InferTaskDefinition, max_tokens=1200)
-        self.judge_task = dspy.Predict(JudgeTaskDefinition, max_tokens=1200)
-        self.refine_task = dspy.Predict(RefineTaskDefinition, max_tokens=1200)
-        self.judge_idattr = dspy.Predict(JudgeIdentifiersAndAttributes, max_tokens=1200)
-        self.refine_guidance = dspy.Predict(RefineExtractionGuidance, max_tokens=1200)
-        self.draft_role = dspy.Predict(DraftQueryInstruction, max_tokens=1200)
-        self.draft_style = dspy.Predict(DraftQueryStyleGuide, max_tokens=1200)
-        self.judge_queries = dspy.Predict(JudgeQueries, max_tokens=1200)
-        self.refine_query = dspy.Predict(RefineQueryInstruction, max_tokens=1200)
-        self.draft_annotation = dspy.Predict(DraftAnnotationInstruction, max_tokens=1200)
-        self.explain_mismatches = dspy.Predict(ExplainAnnotationMismatches, max_tokens=1200)
-        self.refine_annotation = dspy.Predict(RefineAnnotationInstruction, max_tokens=1200)
+        self.infer_task = dspy.Predict(InferTaskDefinition, max_tokens=400)
+        self.judge_task = dspy.Predict(JudgeTaskDefinition, max_tokens=500)
+        self.refine_task = dspy.Predict(RefineTaskDefinition, max_tokens=400)
+        self.judge_idattr = dspy.Predict(JudgeIdentifiersAndAttributes, max_tokens=500)
+        self.refine_guidance = dspy.Predict(RefineExtractionGuidance, max_tokens=600)
+        self.draft_role = dspy.Predict(DraftQueryInstruction, max_tokens=700)
+        self.draft_style = dspy.Predict(DraftQueryStyleGuide, max_tokens=700)
+        self.judge_queries = dspy.Predict(JudgeQueries, max_tokens=500)
+        self.refine_query = dspy.Predict(RefineQueryInstruction, max_tokens=900)
+        self.draft_annotation = dspy.Predict(DraftAnnotationInstruction, max_tokens=700)
+        self.explain_mismatches = dspy.Predict(ExplainAnnotationMismatches, max_tokens=600)
+        self.refine_annotation = dspy.Predict(RefineAnnotationInstruction, max_tokens=800)
