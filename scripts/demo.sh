@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The main job on the embedded default LM: compile the bundled SciFact sample task, produce training
+# records from the compiled artifact, export them. Set DEMO_ARTIFACT=path to skip the compile and reuse
+# an artifact; DEMO_DOCS / DEMO_TOP_K size the production run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+syntra=.venv/bin/syntra
+task=examples/scifact-sample/task.yaml
+docs="${DEMO_DOCS:-5}"
+top_k="${DEMO_TOP_K:-10}"
+mkdir -p runs
+
+if [ -n "${DEMO_ARTIFACT:-}" ]; then
+  artifact="$DEMO_ARTIFACT"
+else
+  echo "== compiling $task with the embedded LM (test mode: tens of minutes on 2 cores) =="
+  "$syntra" compile "$task" --out artifacts | tee runs/demo-compile.txt
+  artifact=$(sed -n 's/^artifact .* written to //p' runs/demo-compile.txt | tail -n 1)
+fi
+"$syntra" artifacts verify "$artifact"
+
+echo "== producing records for $docs documents from $artifact =="
+"$syntra" produce "$artifact" --store runs/demo.db --docs "$docs" --queries-per-doc 2 --top-k "$top_k"
+"$syntra" export runs/demo.db --out runs/demo-train.jsonl --negatives hard+easy
+"$syntra" export runs/demo.db --stats
+echo
+echo "artifact:       $artifact"
+echo "run store:      runs/demo.db"
+echo "train records:  runs/demo-train.jsonl"
