@@ -15,13 +15,15 @@ if [ -n "${DEMO_ARTIFACT:-}" ]; then
   artifact="$DEMO_ARTIFACT"
 else
   echo "== compiling $task with the embedded LM (test mode: tens of minutes on 2 cores) =="
-  "$syntra" compile "$task" --out artifacts | tee runs/demo-compile.txt
+  # One candidate per annotation call: the small embedded model judges a list of candidates all alike.
+  "$syntra" compile "$task" --out artifacts --chunk-size 1 | tee runs/demo-compile.txt
   artifact=$(sed -n 's/^artifact .* written to //p' runs/demo-compile.txt | tail -n 1)
 fi
 "$syntra" artifacts verify "$artifact"
 
 echo "== producing records for $docs documents from $artifact =="
-"$syntra" produce "$artifact" --store runs/demo.db --docs "$docs" --queries-per-doc 2 --top-k "$top_k"
+# llama.cpp answers one call at a time: concurrency 1 keeps each step's prompt prefix cached.
+"$syntra" produce "$artifact" --store runs/demo.db --docs "$docs" --queries-per-doc 2 --top-k "$top_k" --concurrency 1
 "$syntra" export runs/demo.db --out runs/demo-train.jsonl --negatives hard+easy
 "$syntra" export runs/demo.db --stats
 echo
