@@ -196,8 +196,10 @@ def check_queries(
 
 def check_labels(labels: Sequence[CandidateLabel], n_candidates: int) -> list[int]:
     """Return one 0-3 score per candidate (local order), or raise naming missing, unknown or repeated ids."""
-    if n_candidates == 1 and len(labels) == 1:
-        return [labels[0].score]  # one candidate, one label: the id the model wrote cannot be ambiguous
+    if n_candidates == 1 and labels:
+        # One candidate: the first label is its label whatever id the model wrote (a small model often
+        # numbers it 1, or keeps inventing further candidates after it).
+        return [labels[0].score]
     scores: dict[int, int] = {}
     problems: list[str] = []
     for label in labels:

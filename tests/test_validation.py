@@ -95,10 +95,11 @@ def test_queries_that_copy_the_document_are_rejected():
                          language="en", document=doc) == ["FGF21 reduces plaque formation"]
 
 
-def test_a_single_candidate_label_is_accepted_whatever_id_it_names():
+def test_a_single_candidate_takes_the_first_label_whatever_id_it_names():
     assert check_labels([CandidateLabel(doc_id=1, score=2)], 1) == [2]
+    assert check_labels([CandidateLabel(doc_id=1, score=1), CandidateLabel(doc_id=2, score=3)], 1) == [1]
     with pytest.raises(OutputRejected):
-        check_labels([CandidateLabel(doc_id=0, score=2), CandidateLabel(doc_id=1, score=1)], 1)
+        check_labels([], 1)
 
 
 def test_labels_are_salvaged_from_a_truncated_looping_answer():
