@@ -39,7 +39,9 @@ class SabotageBrain(SyntraBrain):
     - ``bad_labels``: for the first query written for the document, the annotator skips a candidate in one
       chunk (the first to arrive) on every try, so exactly one chunk of that query stays unlabelled.
 
-    A call sampled at a temperature above 0 gets SyntraBrain's own answer (a fresh sample fixes it).
+    A call sampled at a temperature above 0 by ``--retry-failed`` gets SyntraBrain's own answer (a fresh
+    sample fixes it); the program's own in-call retries (sampled with a frequency penalty) stay sabotaged,
+    so a document can still end up failed.
     """
 
     def __init__(self, *, bad_extract=(), chinese_always=(), chinese_once=(), bad_labels=()) -> None:
@@ -53,7 +55,7 @@ class SabotageBrain(SyntraBrain):
         self.bad_chunks: dict[str, str] = {}
 
     def __call__(self, call):
-        self._call.sampled = (call.options.get("temperature") or 0) > 0
+        self._call.sampled = (call.options.get("temperature") or 0) > 0 and "frequency_penalty" not in call.options
         return super().__call__(call)
 
     def _route(self, system, inputs, outputs):

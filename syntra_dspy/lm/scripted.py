@@ -153,7 +153,8 @@ class ScriptedEngine:
             raise TypeError("responder must be a callable taking a ScriptedCall")
         self.responder = responder
         self.supports_response_schema = response_schema
-        self.supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop", "seed"})
+        self.supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop", "seed",
+                                           "frequency_penalty"})
         self._lock = threading.Lock()
         self._calls: list[ScriptedCall] = []
 
@@ -187,6 +188,7 @@ class ScriptedEngine:
                 ("max_tokens", cfg.max_tokens),
                 ("seed", cfg.seed),
                 ("stop", list(cfg.stop) or None),
+                ("frequency_penalty", cfg.frequency_penalty),
             )
             if v is not None
         }

@@ -77,7 +77,7 @@ class SynthesisProgram(dspy.Module):
         super().__init__()
         self.components = ProgramComponents(state)
         # Token budgets per step: generous for valid answers, short enough that a degenerate one is cut early.
-        self.extract = Step(ExtractIdentifiersAndAttributes, max_tokens=900)
+        self.extract = Step(ExtractIdentifiersAndAttributes, max_tokens=600)
         self.plan = Step(PlanQueryBlueprints, max_tokens=900)
         self.write = Step(WriteQueriesFromBlueprints, max_tokens=700)
         self.annotate = Step(JudgeCandidateRelevance, max_tokens=600)
@@ -132,24 +132,32 @@ class SynthesisProgram(dspy.Module):
         return clone
 
     # -- validated steps ---------------------------------------------------------------------------------
-    def _retrying(self, stage: str, call: Callable[[str], T]) -> T:
+    def _retrying(self, stage: str, call: Callable[[str, dict], T]) -> T:
+        """Call, validate, and on a rejected answer call again with a repair note.
+
+        Retries also sample (temperature 0.7, a new rollout, a frequency penalty): at temperature 0 a small
+        model that looped or broke a rule tends to do it again even with the note. Only the sampling
+        settings change, never the instructions.
+        """
         note = ""
         last: Exception | None = None
-        for _ in range(self.max_retries + 1):
+        for attempt in range(self.max_retries + 1):
+            config = {} if attempt == 0 else {"temperature": 0.7, "rollout_id": attempt, "frequency_penalty": 0.5}
             try:
-                return call(note)
+                return call(note, config)
             except OutputRejected as exc:
                 last, note = exc, f"Your previous answer was rejected: {exc}. Fix this and answer again."
             except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
-                last, note = exc, "Your previous answer was not valid JSON for the required fields. Answer again."
+                last, note = exc, ("Your previous answer was not valid JSON for the required fields (keep lists "
+                                   "short and never repeat an item). Answer again.")
             logger.debug("stage %s rejected an answer: %s", stage, last)
-        raise LMOutputError(f"no valid answer after {self.max_retries + 1} tries: {last}", stage=stage)
+        raise LMOutputError(f"no valid answer after {self.max_retries + 1} tries: {str(last)[:500]}", stage=stage)
 
     def extract_features(self, document: str) -> Features:
         doc = ctx.clip(document, self.max_doc_chars)
 
-        def call(note: str) -> Features:
-            pred = self.extract(document=doc, retry_note=note)
+        def call(note: str, config: dict) -> Features:
+            pred = self.extract(document=doc, retry_note=note, config=config)
             return clean_features(pred.identifiers, pred.attributes)
 
         return self._retrying("extract", call)
@@ -165,7 +173,7 @@ class SynthesisProgram(dspy.Module):
         count = min(count, limit - len(already))
         kept: list[Blueprint] = []
 
-        def call(note: str) -> list[Blueprint]:
+        def call(note: str, config: dict) -> list[Blueprint]:
             need = count - len(kept)
             used = [*already, *kept]
             pred = self.plan(
@@ -175,7 +183,7 @@ class SynthesisProgram(dspy.Module):
                 count=need,
                 already_used=ctx.blueprints_text(used) if used else "",
                 retry_note=note,
-                config={"max_tokens": 80 + 160 * need},
+                config={**config, "max_tokens": 80 + 160 * need},
             )
             good, problems = check_blueprints(pred.blueprints or [], features, already=used)
             kept.extend(good[:need])
@@ -194,13 +202,13 @@ class SynthesisProgram(dspy.Module):
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.state.task_definition.query_language if self.state.task_definition else "en"
 
-        def call(note: str) -> list[str]:
+        def call(note: str, config: dict) -> list[str]:
             pred = self.write(
                 document=doc,
                 blueprints=ctx.blueprints_text(blueprints),
                 language=f"Write every query in {language_name(lang)}.",
                 retry_note=note,
-                config={"max_tokens": 60 + 120 * len(blueprints)},
+                config={**config, "max_tokens": 60 + 120 * len(blueprints)},
             )
             return check_queries(pred.queries or [], blueprints, language=lang, avoid=avoid, document=doc)
 
@@ -210,12 +218,12 @@ class SynthesisProgram(dspy.Module):
         """One 0-3 score per candidate text, in the order given (local ids are positions)."""
         shown = ctx.candidates_text(candidates, self.max_doc_chars)
 
-        def call(note: str) -> list[int]:
+        def call(note: str, config: dict) -> list[int]:
             # The token budget grows with the candidates: a model looping inside the list is cut early, and
             # the labels it completed before the loop are recovered from the raw text.
             try:
                 pred = self.annotate(query=query, candidates=shown, retry_note=note,
-                                     config={"max_tokens": 40 + 30 * len(candidates)})
+                                     config={**config, "max_tokens": 40 + 30 * len(candidates)})
                 judgements = pred.judgements or []
             except dspy.utils.exceptions.AdapterParseError as exc:
                 judgements = salvage_labels(exc.lm_response or "")
