@@ -107,3 +107,31 @@ def test_labels_are_salvaged_from_a_truncated_looping_answer():
 
     text = '{"judgements": [{"doc_id": 0, "score": 2}, {"doc_id": 1, "score": 0}, {"doc_id": 0, "score": 3}, {"doc_id'
     assert [(label.doc_id, label.score) for label in salvage_labels(text)] == [(0, 2), (1, 0)]
+
+
+def test_a_step_retry_samples_instead_of_repeating_the_greedy_answer():
+    """Greedy answers that loop are resampled (temperature, penalty) on the next try."""
+    import dspy
+
+    from syntra_dspy.programs.components import ComponentState
+    from syntra_dspy.programs.synthesis import SynthesisProgram
+    from syntra_dspy.task import TaskDefinition
+    from syntra_dspy.testing import SyntraBrain, scripted_lm
+
+    seen = []
+
+    class LoopsWhenGreedy(SyntraBrain):
+        def __call__(self, call):
+            seen.append(dict(call.options))
+            if "identifiers" in call.output_fields and not call.options.get("temperature"):
+                return '{"identifiers": [{"kind": "entity", "text": "x"}, {"kind": "entity", "text": "x"'  # cut off
+            return super().__call__(call)
+
+    state = ComponentState(task_definition=TaskDefinition(query_type="claim", doc_type="abstract",
+                                                          relevance_definition="relevant if it answers"))
+    program = SynthesisProgram(state)
+    with dspy.context(lm=scripted_lm(LoopsWhenGreedy()), adapter=dspy.JSONAdapter()):
+        features = program.extract_features("Fibroblast growth factor lowers cholesterol in mice")
+    assert features.identifiers
+    assert seen[0].get("temperature") in (None, 0, 0.0) and seen[1]["temperature"] == 0.7
+    assert seen[1]["frequency_penalty"] == 0.5
