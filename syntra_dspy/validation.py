@@ -127,6 +127,13 @@ def check_blueprints(
         for choice in bp.choices:
             dim = dims.get(_norm(choice.dimension))
             if dim is None:
+                # A small model often writes the option where the dimension belongs (or leaves it empty):
+                # the option alone still names the dimension when exactly one unchosen dimension offers it.
+                offering = [d for k, d in dims.items() if k not in chosen
+                            and any(_norm(o) == _norm(choice.option) for o in d.options)]
+                if len(offering) == 1:
+                    dim = offering[0]
+            if dim is None:
                 problems.append(f"blueprint {n}: '{choice.dimension}' is not one of the attribute dimensions")
                 bad = True
                 break

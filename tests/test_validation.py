@@ -135,3 +135,13 @@ def test_a_step_retry_samples_instead_of_repeating_the_greedy_answer():
     assert features.identifiers
     assert seen[0].get("temperature") in (None, 0, 0.0) and seen[1]["temperature"] == 0.7
     assert seen[1]["frequency_penalty"] == 0.5
+
+
+def test_blueprint_choice_with_a_missing_dimension_name_is_resolved_by_its_option():
+    feats = clean_features([Identifier(kind="entity", text="FGF21")],
+                           [AttributeDimension(dimension="specificity", options=["broad", "specific"]),
+                            AttributeDimension(dimension="stance", options=["supporting", "refuting"])])
+    choices = [AttributeChoice(dimension="", option="specific"), AttributeChoice(dimension="refuting", option="refuting")]
+    kept, problems = check_blueprints([Blueprint(identifier="FGF21", choices=choices)], feats)
+    assert not problems
+    assert [(c.dimension, c.option) for c in kept[0].choices] == [("specificity", "specific"), ("stance", "refuting")]
