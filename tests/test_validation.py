@@ -145,3 +145,14 @@ def test_blueprint_choice_with_a_missing_dimension_name_is_resolved_by_its_optio
     kept, problems = check_blueprints([Blueprint(identifier="FGF21", choices=choices)], feats)
     assert not problems
     assert [(c.dimension, c.option) for c in kept[0].choices] == [("specificity", "specific"), ("stance", "refuting")]
+
+
+def test_fallback_blueprints_follow_the_rules_without_repeats():
+    from syntra_dspy.validation import fallback_blueprints
+
+    feats = clean_features([Identifier(kind="entity", text="A"), Identifier(kind="entity", text="B")],
+                           [AttributeDimension(dimension="d1", options=["x", "y"]),
+                            AttributeDimension(dimension="d2", options=["p", "q", "r"])])
+    bps = fallback_blueprints(feats, 5, seed=3)
+    kept, problems = check_blueprints(bps, feats)
+    assert len(kept) == 5 and not problems  # every one valid, no combination repeated

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
@@ -32,6 +33,7 @@ from syntra_dspy.production.units import (
     query_id,
 )
 from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.validation import fallback_blueprints
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +118,15 @@ class DocumentPipeline:
             result.features = features.to_dict()
             stage = "plan"
             with meter.stage("plan"), self.slots:
-                blueprints = self.program.plan_blueprints(text, features, self.settings.queries_per_doc)
+                try:
+                    blueprints = self.program.plan_blueprints(text, features, self.settings.queries_per_doc)
+                except LMOutputError as exc:
+                    # Degrade, don't drop: draw the blueprints in code and record that the planner failed.
+                    blueprints = fallback_blueprints(features, self.settings.queries_per_doc,
+                                                     seed=zlib.crc32(doc_id.encode("utf-8")))
+                    result.failures.append(Failure(stage="plan", kind="output", error=str(exc),
+                                                   detail={"fallback": "blueprints drawn in code",
+                                                           "blueprints": len(blueprints)}))
             result.n_blueprints = len(blueprints)
             if not blueprints:
                 raise LMOutputError("no blueprint could be planned from the features", stage="plan")
