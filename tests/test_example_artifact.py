@@ -1,0 +1,19 @@
+"""The committed example artifact must keep loading: a code change that alters any rendered prompt fails here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from syntra_dspy.artifacts import load_artifact, render_prompts
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "artifacts").glob("*/*/manifest.json"))
+
+
+@pytest.mark.parametrize("manifest", EXAMPLES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_committed_artifact_loads_with_identical_prompts(manifest):
+    artifact = load_artifact(manifest.parent)
+    recorded = {name: p["system_prompt"] for name, p in artifact.manifest["prompts"].items()}
+    assert {name: p["system_prompt"] for name, p in render_prompts(artifact.program).items()} == recorded
+    assert artifact.program.frozen
