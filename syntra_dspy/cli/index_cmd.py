@@ -6,21 +6,10 @@ import argparse
 import time
 from pathlib import Path
 
+from syntra_dspy.cli._args import positive_int_or_all
 from syntra_dspy.errors import ConfigError
 
 DEFAULT_INDEX_ROOT = Path(".syntra") / "index"
-
-
-def _target(value: str) -> int | None:
-    if value.lower() in {"all", "none"}:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {value!r}")
-    return number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="where to keep the index (default: .syntra/index/<fingerprint> in this folder)")
     p.add_argument("--batch-size", type=int, default=32, help="encoder batch size (default: 32)")
     p.add_argument("--no-progress", action="store_true", help="hide the encoding progress bar")
-    p.add_argument("--select", metavar="M", type=_target, default=False, nargs="?", const=None,
+    p.add_argument("--select", metavar="M", type=positive_int_or_all, default=False, nargs="?", const=None,
                    help="run diverse selection for up to M documents ('all' or no value: no limit)")
     p.add_argument("--tau", type=float, default=0.6, help="cosine threshold for neighbours (default: 0.6)")
     p.add_argument("--seed", type=int, default=42, help="shuffle seed for selection (default: 42)")

@@ -7,11 +7,7 @@ import json
 from pathlib import Path
 
 from syntra_dspy.corpus import FORMATS
-from syntra_dspy.cli._args import positive_int
-
-
-def _docs(value: str) -> int | None:
-    return None if value.lower() == "all" else positive_int(value)
+from syntra_dspy.cli._args import positive_int, positive_int_or_all
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--store", required=True, type=Path, metavar="RUN.db", help="SQLite run store (created or resumed)")
     p.add_argument("--corpus", default=None, help="corpus file (default: the one the artifact was compiled on)")
     p.add_argument("--corpus-format", choices=FORMATS, default=None, help="corpus format (default: the artifact's)")
-    p.add_argument("--docs", type=_docs, default=None, metavar="N",
+    p.add_argument("--docs", type=positive_int_or_all, default=None, metavar="N",
                    help="documents to select (default 'all': every document the diverse selection keeps); "
                         "a later run may raise it")
     p.add_argument("--queries-per-doc", type=positive_int, default=4, metavar="k", help="queries per document (default 4)")
