@@ -190,12 +190,16 @@ class SelfImprove(Teleprompter):
             return Evaluation(score, score >= self.settings.pass_threshold, feedback, {"example_specific": specific})
 
         def refine(definition: TaskDefinition, _: Any, ev: Evaluation) -> TaskDefinition:
-            pred = self._call("refine_task", examples=pairs, task_definition=ctx.task_definition_text(definition),
-                              feedback=ev.feedback)
-            try:
-                return _definition_from(pred)
-            except ValueError:
-                return definition
+            inputs = {"examples": pairs, "task_definition": ctx.task_definition_text(definition),
+                      "feedback": ev.feedback}
+            for sample in (0, 2):  # an unchanged definition is resampled once, as for instructions
+                try:
+                    revised = _definition_from(self._call("refine_task", sample=sample, **inputs))
+                except ValueError:
+                    continue
+                if revised != definition:
+                    return revised
+            return definition
 
         loop = self._loop("task_definition", generate=lambda d: None, evaluate=evaluate, refine=refine,
                           describe=ctx.task_definition_text, threshold=self.settings.pass_threshold)
