@@ -31,7 +31,6 @@ from syntra_dspy.signatures.types import (
     Blueprint,
     CandidateLabel,
     Identifier,
-    Verdict,
     WrittenQuery,
     label_class,
 )
@@ -57,7 +56,6 @@ __all__ = [
     "RefineExtractionGuidance",
     "RefineQueryInstruction",
     "RefineTaskDefinition",
-    "Verdict",
     "WriteQueriesFromBlueprints",
     "WrittenQuery",
     "label_class",

@@ -55,13 +55,6 @@ class CandidateLabel(BaseModel):
     score: int = Field(ge=0, le=3, description="3 fully relevant, 2 relevant, 1 related but fails the criterion, 0 unrelated")
 
 
-class Verdict(BaseModel):
-    """A verifier's judgement of trial outputs."""
-
-    score: int = Field(ge=0, le=3, description="0 unusable, 1 needs revision, 2 acceptable, 3 production-ready")
-    feedback: str = Field(description="task-level problems and concrete fixes; not sample-specific facts")
-
-
 def label_class(score: int) -> Literal["positive", "hard_negative", "easy_negative"]:
     """Map the 0-3 relevance scale to training roles: 3 and 2 positive, 1 hard negative, 0 easy negative."""
     if score >= 2:
