@@ -53,8 +53,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--artifacts", type=Path, default=HERE / "artifacts", help="artifact root")
     p.add_argument("--sample-docs", type=int, default=5, help="trial documents per loop (paper: 5)")
     p.add_argument("--max-attempts", type=int, default=3, help="attempts per loop (paper: 3)")
-    p.add_argument("--heldout-docs", type=int, default=10)
-    p.add_argument("--heldout-max-queries", type=int, default=20)
+    p.add_argument("--chunk-size", type=int, default=1,
+                   help="candidates per annotation call; 1 as for the committed SciFact artifact, because the "
+                        "embedded 1.5B model tends to give a whole list one score")
+    # Held-out sizes fit a CPU session (about 6 annotation calls per query); raise them on a GPU server.
+    p.add_argument("--heldout-docs", type=int, default=5)
+    p.add_argument("--heldout-max-queries", type=int, default=12)
+    p.add_argument("--unjudged-k", type=int, default=3, help="retrieved unjudged candidates per held-out query")
     p.add_argument("--downstream", action="store_true", help="also produce, train and evaluate (slow)")
     p.add_argument("--downstream-docs", type=int, default=100)
     p.add_argument("--generator", default=None, help="override the generator LM (default: the embedded model)")
@@ -98,11 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     downstream = None
     if args.downstream:
         downstream = DownstreamOptions(dataset=f"beir:{args.data}:{args.split}", docs=args.downstream_docs)
-    settings = CompileSettings(sample_docs=args.sample_docs, max_attempts=args.max_attempts)
+    settings = CompileSettings(sample_docs=args.sample_docs, max_attempts=args.max_attempts,
+                               chunk_size=args.chunk_size)
     started = time.perf_counter()
     result = compare_strategies(
         TASK, strategies=names, out=args.out, artifacts=args.artifacts, settings=settings, lm_overrides=overrides,
-        heldout=HeldoutOptions(docs=args.heldout_docs, qrels=qrels, max_queries=args.heldout_max_queries),
+        heldout=HeldoutOptions(docs=args.heldout_docs, qrels=qrels, max_queries=args.heldout_max_queries,
+                               unjudged_k=args.unjudged_k),
         strategy_options=options, downstream=downstream)
     minutes = (time.perf_counter() - started) / 60
     table = Path(result.outputs["markdown"]).read_text(encoding="utf-8")

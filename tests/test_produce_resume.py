@@ -75,7 +75,7 @@ def test_kill_9_mid_run_then_resume_matches_an_uninterrupted_run(tmp_path_factor
     after = dict(rows(store, "SELECT doc_id, session_id FROM documents"))
     assert all(after[d] == s for d, s in kept.items())
     assert rows(store, "SELECT count(*), sum(attempts) FROM documents WHERE status = 'done'")[0] == (DOCS, DOCS)
-    assert [r[0] for r in rows(store, "SELECT status FROM sessions ORDER BY id")] == ["running", "completed"]
+    assert [r[0] for r in rows(store, "SELECT status FROM sessions ORDER BY id")] == ["killed", "completed"]
     # and the resumed output is the uninterrupted output, byte for byte
     export_records(store, tmp_path / "run.jsonl")
     records = read_jsonl(tmp_path / "run.jsonl")

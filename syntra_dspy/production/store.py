@@ -219,7 +219,9 @@ class RunStore:
     # ── sessions ──
 
     def begin_session(self, *, concurrency: int, generator: dict[str, Any], options: dict[str, Any]) -> int:
+        """Open a session row. Sessions left ``running`` were killed: this writer holds the lock, so none is alive."""
         with self._transaction():
+            self._conn.execute("UPDATE sessions SET status='killed' WHERE status='running' AND finished_at IS NULL")
             cur = self._conn.execute(
                 "INSERT INTO sessions (started_at, pid, concurrency, generator, options) VALUES (?, ?, ?, ?, ?)",
                 (_now(), os.getpid(), concurrency, json.dumps(generator, sort_keys=True), json.dumps(options, sort_keys=True)))
