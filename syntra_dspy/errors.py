@@ -61,8 +61,9 @@ class DependencyError(SyntraError):
 class LMOutputError(SyntraError):
     """An LM answer failed validation after all retries (recorded, never fatal in production)."""
 
-    def __init__(self, message: str, *, stage: str | None = None, **kw) -> None:
+    def __init__(self, message: str, *, stage: str | None = None, last_answer: str | None = None, **kw) -> None:
         self.stage = stage
+        self.last_answer = last_answer  # the LM's raw text on the final try (clipped), to see why it failed
         super().__init__(message, **kw)
 
 

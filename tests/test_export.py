@@ -57,7 +57,7 @@ def store(tmp_path_factory):
                                          "failures": 0, "seconds": 0.3}}
             run.commit(result, session)
         failed = DocumentResult(doc_id="d3")
-        failed.fail("extract", "output", "no valid answer after 3 tries")
+        failed.fail("extract", "output", "no valid answer after 3 tries", {"last_answer": '{"identifiers": []}'})
         run.commit(failed, session)
         run.end_session(session, "completed")
     return path
@@ -167,6 +167,14 @@ def test_cli_needs_out_or_stats(store, tmp_path, capsys):
     assert main(["export", str(store), "--stats", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["records"] == 3
     assert main(["export", str(tmp_path / "missing.db"), "--stats"]) == 2
+
+
+def test_cli_lists_failures_with_the_last_rejected_answer(store, capsys):
+    assert main(["export", str(store), "--failures"]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(f["doc_id"], f["stage"], f["kind"]) for f in listed] == [("d1", "annotate", "output"),
+                                                                       ("d3", "extract", "output")]
+    assert listed[1]["detail"] == {"last_answer": '{"identifiers": []}'} and listed[0]["detail"] is None
 
 
 def test_retrieval_instruction_from_the_task_definition():

@@ -144,6 +144,10 @@ def test_invalid_outputs_are_retried_then_recorded_never_fatal(mini, minilm, cor
     assert status[ids[3]] == "partial:"
     errors = dict(rows(store, "SELECT doc_id, error FROM documents WHERE status='failed'"))
     assert "identifier" in errors[ids[0]] and "not written in English" in errors[ids[1]]
+    # each failure keeps the model's last raw answer, so a user can see why it was rejected
+    details = {(d, s): json.loads(x) for d, s, x in rows(store, "SELECT doc_id, stage, detail FROM failures")}
+    assert "号研究的证据" in details[(ids[1], "write")]["last_answer"]
+    assert '"identifiers": []' in details[(ids[0], "extract")]["last_answer"]
     # the repaired document's queries are English; the failed one's were never stored
     assert all(check_language(t, "en") is None for t, in rows(store, "SELECT text FROM queries"))
     assert rows(store, "SELECT count(*) FROM queries WHERE doc_id=?", (ids[1],))[0][0] == 0
@@ -152,6 +156,7 @@ def test_invalid_outputs_are_retried_then_recorded_never_fatal(mini, minilm, cor
     assert len(failures) == 1 and failures[0][0] == ids[3] and failures[0][3] == "output"
     unlabelled = rows(store, "SELECT query_id, count(*) FROM candidates WHERE label IS NULL GROUP BY query_id")
     assert unlabelled == [(failures[0][1], len(json.loads(failures[0][4])["doc_ids"]))]
+    assert '"judgements"' in json.loads(failures[0][4])["last_answer"]
     assert summary.failures_by_stage == {"extract": 1, "write": 1, "annotate": 1}
     # the repair note reached the model: write was asked twice for the Chinese-once document
     assert brain.calls["write"] >= 8 + 1

@@ -32,14 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instruction", default=None, help="override the retrieval instruction put in every record")
     p.add_argument("--stats", action="store_true", help="print counts, label distribution and drop reasons")
     p.add_argument("--json", action="store_true", help="with --stats: print them as JSON")
+    p.add_argument("--failures", action="store_true",
+                   help="print every current failure as one JSON line: document, query, stage, kind, error and "
+                        "detail (with the LM's last rejected answer)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.production import compute_stats, export_records, format_stats
 
-    if args.out is None and not args.stats:
-        raise ConfigError("nothing to do", hint="give --out FILE to export, or --stats to print statistics")
+    if args.out is None and not args.stats and not args.failures:
+        raise ConfigError("nothing to do", hint="give --out FILE to export, --stats to print statistics, "
+                                                "or --failures to list what failed")
     options = {"negatives": args.negatives, "num_negatives": args.num_negatives, "positives": args.positives,
                "include_unretrieved_source": args.include_unretrieved_source, "include_partial": args.include_partial}
     if args.out is not None:
@@ -50,4 +54,9 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         stats = compute_stats(args.store, **options)
         print(json.dumps(stats, indent=2, ensure_ascii=False) if args.json else format_stats(stats))
+    if args.failures:
+        from syntra_dspy.production import list_failures
+
+        for failure in list_failures(args.store):
+            print(json.dumps(failure, ensure_ascii=False))
     return 0

@@ -237,6 +237,15 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
         }
 
 
+def list_failures(store: str | Path) -> list[dict[str, Any]]:
+    """The failures that still stand (not superseded by a retry), in order, with their detail parsed."""
+    with RunStore.open(store, readonly=True) as run:
+        failures = run.failures(current=True)
+    for failure in failures:
+        failure["detail"] = json.loads(failure["detail"]) if failure["detail"] else None
+    return failures
+
+
 class _NoTexts:
     """Stats need ids and counts only: skip fetching document texts."""
 

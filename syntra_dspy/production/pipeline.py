@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import dspy
 
@@ -75,6 +75,13 @@ def classify(exc: BaseException) -> FailureKind:
     return "call" if is_retryable(exc) or is_retryable_lm_error(exc) else "error"
 
 
+def answer_detail(exc: LMOutputError, **detail: Any) -> dict[str, Any] | None:
+    """A failure's detail, with the LM's last raw answer when there was one (to see why it was rejected)."""
+    if exc.last_answer is not None:
+        detail["last_answer"] = exc.last_answer
+    return detail or None
+
+
 def describe_error(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:2000]
@@ -125,8 +132,8 @@ class DocumentPipeline:
                     blueprints = fallback_blueprints(features, self.settings.queries_per_doc,
                                                      seed=zlib.crc32(doc_id.encode("utf-8")))
                     result.failures.append(Failure(stage="plan", kind="output", error=str(exc),
-                                                   detail={"fallback": "blueprints drawn in code",
-                                                           "blueprints": len(blueprints)}))
+                                                   detail=answer_detail(exc, fallback="blueprints drawn in code",
+                                                                        blueprints=len(blueprints))))
             result.n_blueprints = len(blueprints)
             if not blueprints:
                 raise LMOutputError("no blueprint could be planned from the features", stage="plan")
@@ -149,11 +156,12 @@ class DocumentPipeline:
             if any(not q.complete for q in result.queries):
                 result.status = "partial"
         except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
-            failed_stage = exc.stage if isinstance(exc, LMOutputError) and exc.stage else stage
-            result.fail(failed_stage, classify(exc), describe_error(exc) if not isinstance(exc, LMOutputError)
-                        else str(exc))
+            if isinstance(exc, LMOutputError):
+                result.fail(exc.stage or stage, "output", str(exc), answer_detail(exc))
+            else:
+                result.fail(stage, classify(exc), describe_error(exc))
             log = logger.warning if result.error_kind != "output" else logger.info
-            log("document %s failed at %s (%s): %s", doc_id, failed_stage, result.error_kind, result.error)
+            log("document %s failed at %s (%s): %s", doc_id, result.stage, result.error_kind, result.error)
         result.usage = meter.snapshot()
         result.seconds = time.perf_counter() - started
         return result
@@ -174,7 +182,8 @@ class DocumentPipeline:
             except LMOutputError as exc:
                 result.failures.append(Failure(
                     stage="annotate", kind="output", error=str(exc), query_id=q.query_id,
-                    detail={"ranks": [start, start + len(chunk) - 1], "doc_ids": [c.doc_id for c in chunk]}))
+                    detail=answer_detail(exc, ranks=[start, start + len(chunk) - 1],
+                                         doc_ids=[c.doc_id for c in chunk])))
                 continue
             except Exception as exc:  # noqa: BLE001 - backend trouble fails the document (retried on resume)
                 fatal = fatal or exc

@@ -78,12 +78,12 @@ class DocumentResult:
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def fail(self, stage: str, kind: FailureKind, error: str) -> None:
+    def fail(self, stage: str, kind: FailureKind, error: str, detail: dict[str, Any] | None = None) -> None:
         """Mark the whole document failed at ``stage``; what it produced so far is not committed."""
         self.status, self.stage = "failed", stage
         self.queries = []
         self.texts = {}
-        self.failures.append(Failure(stage=stage, kind=kind, error=error))
+        self.failures.append(Failure(stage=stage, kind=kind, error=error, detail=detail))
 
     @property
     def error_kind(self) -> FailureKind | None:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import dspy
+from dspy.utils.callback import BaseCallback
 
 from syntra_dspy.errors import LMOutputError
 from syntra_dspy.languages import language_name
@@ -30,6 +31,22 @@ T = TypeVar("T")
 
 #: The steps of a synthesis program, in pipeline order (also the predictor names in program.json).
 STEP_NAMES = ("extract", "plan", "write", "annotate")
+
+
+#: How much of a rejected answer a failure keeps (enough to see a loop, an empty list or a wrong schema).
+LAST_ANSWER_CHARS = 2000
+
+
+class _AnswerCapture(BaseCallback):
+    """Keeps the raw text of the latest LM answer in this context, so a final rejection can show it."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def on_lm_end(self, call_id: str, outputs: Any, exception: BaseException | None = None) -> None:
+        if exception is None and isinstance(outputs, list) and outputs:
+            first = outputs[0]
+            self.text = first.get("text") if isinstance(first, dict) else str(first)
 
 
 _LABEL = re.compile(r'"doc_id"\s*:\s*(\d+)\s*,\s*"score"\s*:\s*([0-3])')
@@ -141,17 +158,23 @@ class SynthesisProgram(dspy.Module):
         """
         note = ""
         last: Exception | None = None
+        capture = _AnswerCapture()
+        callbacks = [*(dspy.settings.get("callbacks") or []), capture]
         for attempt in range(self.max_retries + 1):
             config = {} if attempt == 0 else {"temperature": 0.7, "rollout_id": attempt, "frequency_penalty": 0.5}
+            capture.text = None
             try:
-                return call(note, config)
+                with dspy.context(callbacks=callbacks):
+                    return call(note, config)
             except OutputRejected as exc:
                 last, note = exc, f"Your previous answer was rejected: {exc}. Fix this and answer again."
             except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
                 last, note = exc, ("Your previous answer was not valid JSON for the required fields (keep lists "
                                    "short and never repeat an item). Answer again.")
             logger.debug("stage %s rejected an answer: %s", stage, last)
-        raise LMOutputError(f"no valid answer after {self.max_retries + 1} tries: {str(last)[:500]}", stage=stage)
+        answer = capture.text[:LAST_ANSWER_CHARS] if capture.text is not None else None
+        raise LMOutputError(f"no valid answer after {self.max_retries + 1} tries: {str(last)[:500]}", stage=stage,
+                            last_answer=answer)
 
     def extract_features(self, document: str) -> Features:
         doc = ctx.clip(document, self.max_doc_chars)
