@@ -9,6 +9,8 @@ production, and its labels are compared with the reference labels.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from statistics import mean
 from typing import Any
@@ -25,6 +27,8 @@ from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.authoring import InstructionAuthor
 from syntra_dspy.signatures.types import label_class
+
+logger = logging.getLogger(__name__)
 
 
 class HeldoutScorer:
@@ -54,6 +58,9 @@ class HeldoutScorer:
         task = ctx.task_context(program.state.task_definition)
         golden = ctx.example_queries(program.state.examples)
         docs = [corpus[d] for d in material.documents]
+        started = time.perf_counter()
+        logger.info("held-out scoring of %s: extraction and queries on %d fresh documents",
+                    artifact.version, len(docs))
         with self._stage("heldout_generation"):
             features = self._generating(tr.run_extraction, program, docs)
             queries = self._generating(tr.run_queries, program, features, self.settings.queries_per_doc)
@@ -82,6 +89,7 @@ class HeldoutScorer:
             "documents": per_doc,
         }
         if material.items:
+            logger.info("held-out scoring of %s: labelling %d held-out pairs", artifact.version, len(material.items))
             with self._stage("heldout_annotation"):
                 predicted = self._generating(label_items, program, material.items, corpus,
                                              chunk_size=self.settings.chunk_size)
@@ -89,6 +97,7 @@ class HeldoutScorer:
             result["annotation"] = label_agreement(gold, predicted)
             result["labels"] = [{"query_id": i.query_id, "doc_id": i.doc_id, "gold": i.gold, "source": i.source,
                                  "predicted": p} for i, p in zip(material.items, predicted)]
+        logger.info("held-out scoring of %s done in %.0f s", artifact.version, time.perf_counter() - started)
         return result
 
 
