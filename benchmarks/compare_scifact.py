@@ -25,10 +25,12 @@ hashed); re-record then. Expect hours on a CPU: every strategy compiles and is s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,6 +68,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--verifier", default=None)
     p.add_argument("--refiner", default=None)
     return p.parse_args(argv)
+
+
+def human_session_line(args: argparse.Namespace) -> str:
+    """Which recorded session the human strategy used, when it was recorded, and whether this run replayed it."""
+    shown = args.feedback.relative_to(REPO) if args.feedback.is_relative_to(REPO) else args.feedback
+    events = [json.loads(line) for line in args.feedback.read_text(encoding="utf-8").splitlines() if line.strip()]
+    times = sorted(e["time"] for e in events if e.get("time"))
+    actions = ", ".join(f"{n} {a}" for a, n in sorted(Counter(e["action"] for e in events).items()))
+    when = f"recorded {times[0][:16]}-{times[-1][11:16]} UTC" if times else "recorded"
+    how = "recorded interactively in this run" if args.record else "replayed without a person in this run"
+    return f"Human session: `{shown}` ({when}; {len(events)} decisions: {actions}; {how})."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
          f"{platform.python_version()} on {platform.machine()}, {minutes:.0f} min in all."), "",
         f"Command: `python benchmarks/compare_scifact.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
         "LM roles: " + "; ".join(f"{role}: {info.get('model')}" for role, info in lms.items()), "",
-        (f"Human session: `{args.feedback.relative_to(REPO) if args.feedback.is_relative_to(REPO) else args.feedback}`"
-         if "human" in names else "No human session in this run."), "",
+        human_session_line(args) if "human" in names else "No human session in this run.", "",
         (f"Held-out labels: SciFact qrels ({args.split} split); retrieved unjudged candidates count as hard "
          "negatives, random documents as easy negatives; the task's few-shot claims are excluded."), "",
         table.split("\n", 1)[1].lstrip(), "",

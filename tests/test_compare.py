@@ -125,6 +125,17 @@ def test_reports_name_every_artifact_version(compared):
     assert "| 1 | self-improve |" in md and "binary κ" in md and "training-label precision" in md
 
 
+def test_report_paths_are_relative_to_the_working_directory(tmp_path, monkeypatch):
+    from syntra_dspy.comparison.report import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "out" / "artifacts" / "mini" / "abc") == "out/artifacts/mini/abc"
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    assert shown_path(tmp_path / "shared" / "qrels.tsv") == "../shared/qrels.tsv"  # beside the checkout
+    assert shown_path("/elsewhere/qrels.tsv") == "/elsewhere/qrels.tsv"  # anywhere else: kept as given
+
+
 def test_a_replayed_comparison_reproduces_every_artifact(compared, tmp_path, monkeypatch):
     use_fast_encoder(monkeypatch)
     roles, _ = scripted_roles()

@@ -22,6 +22,7 @@ from syntra_dspy.comparison.heldout import (
     fresh_documents,
     load_judgements,
 )
+from syntra_dspy.comparison.report import shown_path
 from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
@@ -71,7 +72,8 @@ class ComparisonResult:
 def compile_cost(manifest: dict[str, Any]) -> dict[str, Any]:
     """LLM calls, tokens and wall time a compile spent, summed over its stages."""
     usage = manifest.get("usage", {}) or {}
-    total = {k: sum(int(s.get(k, 0)) for s in usage.values()) for k in ("calls", "prompt_tokens", "completion_tokens")}
+    total = {k: sum(int(s.get(k, 0)) for s in usage.values())
+             for k in ("calls", "cached", "prompt_tokens", "completion_tokens")}
     total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
     total["seconds"] = float(manifest.get("seconds", 0.0))
     return total
@@ -166,7 +168,7 @@ def compare_strategies(
         queries, labels = load_judgements(heldout.qrels, queries=heldout.queries)
         items = annotation_items(queries, labels, corpus=corpus, search=IndexCandidates(corpus, enc, index).search,
                                  exclude_queries=[p.query for p in pairs], options=heldout, seed=seed + 2)
-        description["judgements"] = str(heldout.qrels)
+        description["judgements"] = shown_path(heldout.qrels)
     material = HeldoutMaterial(tuple(docs), items, description)
 
     results = []
@@ -176,7 +178,7 @@ def compare_strategies(
         metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(artifact, material, corpus)
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
-        results.append(StrategyResult(name, str(artifact.path), artifact.version, artifact.checksum,
+        results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,
                                       compile_cost(artifact.manifest), metrics, cost))
     baseline = None
     if downstream is not None:
@@ -187,7 +189,7 @@ def compare_strategies(
     rank(results)
     result = ComparisonResult(spec.name, results, material.to_dict(),
                               {"strategies": names, "compile": settings.model_dump(mode="json"),
-                               "heldout": {k: str(v) if isinstance(v, Path) else v
+                               "heldout": {k: shown_path(v) if isinstance(v, Path) else v
                                            for k, v in heldout.__dict__.items()},
                                "lms": roles.describe() if hasattr(roles, "describe") else {}},
                               baseline)

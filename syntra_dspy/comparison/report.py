@@ -19,6 +19,22 @@ def _f(value: Any, places: int = 3) -> str:
     return str(value)
 
 
+def shown_path(path: Any) -> str:
+    """A path as the report shows it: relative to the working directory when it lies below it or beside it
+    (``../shared/...``), so a report committed with a repository does not name one machine's folders."""
+    text = str(path)
+    try:
+        relative = os.path.relpath(Path(text).resolve(), Path.cwd().resolve())
+    except ValueError:  # another drive
+        return text
+    return relative if Path(relative).parts[:2].count("..") < 2 else text
+
+
+def _calls(cost: dict[str, Any]) -> str:
+    cached = int(cost.get("cached", 0))
+    return f"{cost.get('calls', 0)} ({cached} cached)" if cached else str(cost.get("calls", 0))
+
+
 def _ann(metrics: dict[str, Any], scheme: str, key: str) -> Any:
     return ((metrics.get("annotation") or {}).get(scheme) or {}).get(key)
 
@@ -45,7 +61,7 @@ def markdown(result: Any) -> str:
                     _f(_ann(r.metrics, "three_class", "accuracy")), _f(_ann(r.metrics, "three_class", "kappa"))]
         if with_ndcg:
             row += [_f((r.downstream or {}).get("nDCG@10"), 4)]
-        row += [_f(r.overall), str(cost.get("calls", 0)), str(cost.get("total_tokens", 0)),
+        row += [_f(r.overall), _calls(cost), str(cost.get("total_tokens", 0)),
                 _f(cost.get("seconds"), 1)]
         lines.append("| " + " | ".join(row) + " |")
     if result.baseline:
@@ -54,9 +70,11 @@ def markdown(result: Any) -> str:
     held = result.heldout
     lines += ["", (f"Held-out material `{held.get('fingerprint')}`: {len(held.get('documents', []))} fresh documents "
                    f"(none used by any compile), {held.get('pairs', 0)} labelled pairs over {held.get('queries', 0)} "
-                   f"queries ({held.get('judgements', 'no judgements given')}; unjudged retrieved candidates count "
+                   f"queries ({shown_path(held['judgements']) if held.get('judgements') else 'no judgements given'}; "
+                   "unjudged retrieved candidates count "
                    f"as {held.get('unjudged_policy')}). Scores are the verifier's 0-3 per document (mean); "
-                   "'overall' is the mean of the 0-1 quality columns (verifier scores / 3, label accuracies).")]
+                   "'overall' is the mean of the 0-1 quality columns (verifier scores / 3, label accuracies). "
+                   "Compile tokens count only the calls DSPy's cache did not answer; cached calls are shown.")]
     if with_labels:
         lines += ["", "## Label quality per class (precision / recall)", "",
                   "| strategy | positive | hard negative | easy negative | training-label precision | unlabelled |",
@@ -70,7 +88,7 @@ def markdown(result: Any) -> str:
                          f" | {_f(ann.get('training_label_precision'), 2)} | "
                          f"{(ann.get('three_class') or {}).get('unlabelled', 0)} |")
     lines += ["", "## Artifacts", "", "| strategy | version | checksum | path |", "|---|---|---|---|"]
-    lines += [f"| {r.strategy} | `{r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |" for r in ranked]
+    lines += [f"| {r.strategy} | `{r.version}` | `{r.checksum[:16]}` | `{shown_path(r.artifact)}` |" for r in ranked]
     return "\n".join(lines) + "\n"
 
 
@@ -124,9 +142,9 @@ def write_reports(result: Any, out: str | Path, *, chart: bool = True) -> dict[s
     """Write ``comparison.md``, ``comparison.json`` and (optionally) ``comparison.png``; return their paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": str(out / "comparison.md"), "json": str(out / "comparison.json")}
+    paths = {"markdown": shown_path(out / "comparison.md"), "json": shown_path(out / "comparison.json")}
     if chart:
-        paths["chart"] = str(out / "comparison.png")
+        paths["chart"] = shown_path(out / "comparison.png")
     result.outputs = paths
     _atomic(out / "comparison.md", markdown(result))
     _atomic(out / "comparison.json", json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
