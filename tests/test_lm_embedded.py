@@ -162,6 +162,28 @@ def test_json_schema_reaches_llama_as_a_grammar_request(fake_llama):
     assert lm.history[-1]["usage"]["prompt_tokens"] == 120
 
 
+class Listed(dspy.Signature):
+    """Write queries."""
+
+    document: str = dspy.InputField()
+    queries: list[Scored] = dspy.OutputField()
+    note: str = dspy.OutputField()
+
+
+def test_top_level_lists_must_have_an_item_under_the_grammar(fake_llama):
+    engine = LlamaCppEngine(fake_llama, n_ctx=4096, n_threads=2)
+    lm = dspy.LM("embedded/tiny", engine=engine, cache=False)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        try:
+            dspy.Predict(Listed)(document="doc")
+        except Exception:  # the fake model's canned answer does not fit; only the request matters here
+            pass
+    call = embedded._LOADED[(str(fake_llama.resolve()), 4096)].llama.calls[0]
+    props = call["response_format"]["schema"]["properties"]
+    assert props["queries"]["type"] == "array" and props["queries"]["minItems"] == 1
+    assert "minItems" not in props["note"]
+
+
 def test_one_llama_per_file_and_context_size(fake_llama):
     first = LlamaCppEngine(fake_llama, n_ctx=4096)
     second = LlamaCppEngine(fake_llama, n_ctx=4096)

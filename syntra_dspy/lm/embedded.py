@@ -245,6 +245,24 @@ def release_models() -> None:
 _EXTENSIONS = frozenset({"min_p", "repeat_penalty", "typical_p"})
 
 
+def require_nonempty_lists(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with ``minItems: 1`` on every top-level list field that sets no minimum.
+
+    Under a grammar an empty list is always valid and cheap, and a small model that is unsure settles for it:
+    on SciFact the 1.5B model answered ``{"queries": []}`` and ``{"blueprints": []}`` on every retry. Every
+    list a synthesis step asks for needs at least one item, so the grammar now requires one.
+    """
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return schema
+    fixed = {
+        name: ({**prop, "minItems": 1} if isinstance(prop, dict) and prop.get("type") == "array"
+               and "minItems" not in prop else prop)
+        for name, prop in props.items()
+    }
+    return {**schema, "properties": fixed}
+
+
 class LlamaCppEngine:
     """A DSPy 3.4 engine (``complete(Request) -> Response``) backed by llama.cpp in this process.
 
@@ -252,7 +270,8 @@ class LlamaCppEngine:
     file. Nothing is loaded until the first call. Generation is serialised per model because a
     llama.cpp context is not thread-safe; decoding is greedy (temperature 0, seed 0) unless the request
     says otherwise, so the same prompt gives the same answer. A JSON schema in the request's
-    ``response_format`` becomes a llama.cpp grammar, which constrains decoding to valid output.
+    ``response_format`` becomes a llama.cpp grammar, which constrains decoding to valid output; its top-level
+    lists must have at least one item (:func:`require_nonempty_lists`).
     """
 
     supports_response_schema = True
@@ -352,6 +371,8 @@ class LlamaCppEngine:
                 if cfg.response_format.get("type") == "json_schema"
                 else None
             )
+            if schema:
+                schema = require_nonempty_lists(schema)
             options["response_format"] = {"type": "json_object", **({"schema": schema} if schema else {})}
         return options
 
