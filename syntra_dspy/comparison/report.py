@@ -70,8 +70,7 @@ def markdown(result: Any) -> str:
     held = result.heldout
     lines += ["", (f"Held-out material `{held.get('fingerprint')}`: {len(held.get('documents', []))} fresh documents "
                    f"(none used by any compile), {held.get('pairs', 0)} labelled pairs over {held.get('queries', 0)} "
-                   f"queries ({shown_path(held['judgements']) if held.get('judgements') else 'no judgements given'}; "
-                   "unjudged retrieved candidates count "
+                   f"queries ({held.get('judgements', 'no judgements given')}; unjudged retrieved candidates count "
                    f"as {held.get('unjudged_policy')}). Scores are the verifier's 0-3 per document (mean); "
                    "'overall' is the mean of the 0-1 quality columns (verifier scores / 3, label accuracies). "
                    "Compile tokens count only the calls DSPy's cache did not answer; cached calls are shown.")]
@@ -88,7 +87,7 @@ def markdown(result: Any) -> str:
                          f" | {_f(ann.get('training_label_precision'), 2)} | "
                          f"{(ann.get('three_class') or {}).get('unlabelled', 0)} |")
     lines += ["", "## Artifacts", "", "| strategy | version | checksum | path |", "|---|---|---|---|"]
-    lines += [f"| {r.strategy} | `{r.version}` | `{r.checksum[:16]}` | `{shown_path(r.artifact)}` |" for r in ranked]
+    lines += [f"| {r.strategy} | `{r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |" for r in ranked]
     return "\n".join(lines) + "\n"
 
 

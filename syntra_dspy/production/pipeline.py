@@ -157,7 +157,7 @@ class DocumentPipeline:
                 result.status = "partial"
         except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
             if isinstance(exc, LMOutputError):
-                result.fail(exc.stage or stage, "output", str(exc), answer_detail(exc))
+                result.fail(exc.stage or stage, classify(exc), str(exc), answer_detail(exc))
             else:
                 result.fail(stage, classify(exc), describe_error(exc))
             log = logger.warning if result.error_kind != "output" else logger.info
