@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from syntra_dspy.errors import ConfigError, DependencyError
-from syntra_dspy.lm import embedded
+from syntra_dspy.lm import embedded, engine_check
 from syntra_dspy.lm.embedded import (
     EMBEDDED_MODELS,
     EmbeddedModel,
@@ -129,6 +129,7 @@ def fake_llama(monkeypatch, tmp_path):
     FakeLlama.instances = 0
     monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
     monkeypatch.setattr(embedded, "_LOADED", {})
+    monkeypatch.setattr(engine_check, "ensure_engine_works", lambda path: None)  # no real engine to smoke-test
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF")
     return gguf

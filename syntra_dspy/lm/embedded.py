@@ -278,7 +278,8 @@ class LlamaCppEngine:
     supports_function_calling = False
     supports_reasoning = False
     supported_params = frozenset(("response_format", "temperature", "max_tokens", "stop", "seed", "top_p",
-                                  "top_k", "frequency_penalty", "presence_penalty"))  # fmt: skip
+                                  "top_k", "frequency_penalty", "presence_penalty", "logprobs",
+                                  "top_logprobs"))  # fmt: skip
 
     def __init__(
         self,
@@ -310,9 +311,17 @@ class LlamaCppEngine:
         return None if self.path is not None else get_embedded_model(self.model)
 
     def load(self) -> _Loaded:
-        """Assemble and load the model now (it is loaded on first use otherwise): fails fast at startup."""
+        """Assemble and load the model now (it is loaded on first use otherwise): fails fast at startup.
+
+        Before the first load in a process, a smoke decode runs in a subprocess (cached per build and CPU):
+        a llama.cpp build that crashes on this machine raises :class:`EngineCrashError` with the fix, instead
+        of killing this process with a segfault.
+        """
         if self._resolved is None:
             self._resolved = ensure_gguf(self.model)
+        from syntra_dspy.lm.engine_check import ensure_engine_works
+
+        ensure_engine_works(self._resolved)
         return _load_llama(self._resolved, self.n_ctx, self.n_threads)
 
     def complete(self, request):  # -> dspy.lm15.Response
@@ -322,10 +331,15 @@ class LlamaCppEngine:
         validate_request(request)
         messages = _chat_messages(request)
         options = self._options(request)
+        top = request.config.logprobs
         loaded = self.load()
+        logprobs = None
         try:
             with loaded.lock:
                 out = loaded.llama.create_chat_completion(messages=messages, **options)
+                if top is not None:  # read before the next call replaces the context's logits
+                    logprobs = (first_token_logprobs(loaded.llama, out["choices"][0]["message"].get("content") or "",
+                                                     top),)
         except ValueError as exc:
             cls = ContextLengthError if "context window" in str(exc) else InvalidRequestError
             raise cls(f"llama.cpp refused the request: {exc}", provider="embedded") from exc
@@ -337,7 +351,8 @@ class LlamaCppEngine:
         finish = finish if finish in ("stop", "length") else "stop"
         message = Message.assistant((TextPart(text),))
         return Response(
-            id=out.get("id"), model=request.model, message=message, finish_reason=finish, usage=tokens
+            id=out.get("id"), model=request.model, message=message, finish_reason=finish, usage=tokens,
+            logprobs=logprobs,
         )
 
     def _options(self, request) -> dict[str, Any]:
@@ -345,13 +360,17 @@ class LlamaCppEngine:
 
         cfg = request.config
         unknown = set(cfg.extensions or {}) - _EXTENSIONS
-        refused = (
-            ["tools"] * bool(request.tools) + ["logprobs"] * (cfg.logprobs is not None) + sorted(unknown)
-        )
+        refused = ["tools"] * bool(request.tools) + sorted(unknown)
         if refused:
             raise UnsupportedFeatureError(
                 f"the embedded llama.cpp engine does not take {refused} (extra settings "
                 f"it accepts: {sorted(_EXTENSIONS)})",
+                provider="embedded",
+            )
+        if cfg.logprobs is not None and (cfg.max_tokens != 1 or cfg.response_format is not None):
+            raise UnsupportedFeatureError(
+                "the embedded engine returns log probabilities for a one-token answer only: ask with "
+                "max_tokens=1 and no response_format (it reads the logits of the last prompt position)",
                 provider="embedded",
             )
         options: dict[str, Any] = {
@@ -398,6 +417,40 @@ class LlamaCppEngine:
 
     def __repr__(self) -> str:
         return f"LlamaCppEngine(model={self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+
+
+def first_token_logprobs(llama: Any, answer: str, top: int):  # -> dspy.lm15.TokenLogprob
+    """Log probabilities of the first answer token, from the logits llama.cpp kept for the last prompt position.
+
+    ``create_chat_completion(max_tokens=1)`` renders the chat template, reuses the cached prompt prefix, evaluates
+    the rest and samples one token; the context still holds that position's logits, so reading them costs nothing
+    more, and needs no ``logits_all=True`` (which would compute the vocabulary projection for every prompt token).
+    The distribution is the model's, before any sampling setting: a log-softmax over the whole vocabulary.
+    """
+    import llama_cpp
+    import numpy as np
+    from dspy.lm15 import TokenLogprob, TopLogprob
+
+    n_vocab = llama.n_vocab()
+    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,))
+    logits = logits.astype(np.float64)
+    shifted = logits - logits.max()
+    logprobs = shifted - np.log(np.exp(shifted).sum())
+    count = max(1, min(int(top) if top else 1, n_vocab))
+    best = np.argpartition(-logprobs, count - 1)[:count]
+    best = best[np.argsort(-logprobs[best], kind="stable")]
+
+    def piece(token_id: int) -> tuple[str, tuple[int, ...]]:
+        raw = llama.detokenize([int(token_id)])
+        return raw.decode("utf-8", errors="replace") or f"<token {int(token_id)}>", tuple(raw)
+
+    tops = []
+    for token_id in best:
+        text, raw = piece(token_id)
+        tops.append(TopLogprob(token=text, logprob=float(logprobs[token_id]), bytes=raw, token_id=int(token_id)))
+    chosen = next((t for t in tops if t.token == answer), tops[0])
+    return TokenLogprob(token=chosen.token, logprob=chosen.logprob, bytes=chosen.bytes, token_id=chosen.token_id,
+                        top=tuple(tops))
 
 
 def _chat_messages(request) -> list[dict[str, str]]:

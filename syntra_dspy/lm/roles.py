@@ -190,13 +190,19 @@ class LMRoles:
     def prepare(self) -> None:
         """Load in-process models now, so a missing model package fails before any work starts."""
         for role in ROLES:
-            engine = getattr(self.get(role), "engine", None)
-            if hasattr(engine, "load"):
-                engine.load()
+            prepare_lm(self.get(role))
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """What each role runs, for manifests and logs: never a key, addresses without credentials."""
         return {role: describe_lm(self.get(role), role=role, spec=self.specs.get(role)) for role in ROLES}
+
+
+def prepare_lm(lm: dspy.LM) -> None:
+    """Load an in-process model now (a no-op for served models): a missing model package, or an engine that
+    crashes on this machine (checked in a subprocess), fails before any work starts or any store is opened."""
+    engine = getattr(lm, "engine", None)
+    if hasattr(engine, "load"):
+        engine.load()
 
 
 def describe_lm(lm: dspy.LM, *, role: str, spec: LMSpec | None = None) -> dict[str, Any]:

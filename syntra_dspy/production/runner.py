@@ -25,6 +25,7 @@ import dspy
 from syntra_dspy.corpus import Corpus
 from syntra_dspy.encoder import Encoder
 from syntra_dspy.errors import ConfigError, SyntraError
+from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
 from syntra_dspy.production.pipeline import DocumentPipeline, LockedSearcher
 from syntra_dspy.production.records import retrieval_instruction
@@ -198,6 +199,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
                          index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k, chunk_size=chunk_size)
     lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env)
+    prepare_lm(lm)
     store_path = Path(store)
     run = _open_run(store_path, inputs, generator_info)
     try:
