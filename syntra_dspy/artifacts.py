@@ -21,7 +21,7 @@ from typing import Any
 import dspy
 
 from syntra_dspy.errors import ArtifactError
-from syntra_dspy.programs.synthesis import STEP_NAMES, SynthesisProgram
+from syntra_dspy.programs.synthesis import STEP_NAMES, SynthesisProgram, step_adapter
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +47,10 @@ def _sample_inputs(step: dspy.Predict) -> dict[str, Any]:
 
 def render_prompts(program: SynthesisProgram) -> dict[str, dict[str, str]]:
     """The system prompt every step sends (it holds the whole fixed instruction), with hashes."""
-    adapter = dspy.JSONAdapter()
     out = {}
     for name in STEP_NAMES:
         step = getattr(program, name)
-        messages = adapter.format(step.signature, step.demos, _sample_inputs(step))
+        messages = step_adapter(name).format(step.signature, step.demos, _sample_inputs(step))
         system = messages[0]["content"]
         out[name] = {
             "instructions_sha256": _sha256(step.signature.instructions.encode("utf-8")),

@@ -37,7 +37,7 @@ def test_layout_and_manifest(compiled):
     assert m["strategy"] == "self-improve" and m["settings"]["max_attempts"] == 3
     assert set(m["fingerprints"]) == {"examples", "corpus", "encoder", "index"}
     assert set(m["lms"]) == {"generator", "verifier", "refiner"}
-    assert set(m["prompts"]) == {"extract", "plan", "write", "annotate"}
+    assert set(m["prompts"]) == {"extract", "plan", "write", "annotate", "grade"}
     state = json.loads((compiled.path / "program.json").read_text())
     assert {"components", "extract", "plan", "write", "annotate", "metadata"} <= set(state)
 

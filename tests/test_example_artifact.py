@@ -15,5 +15,12 @@ EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "artifacts").glob("*
 def test_committed_artifact_loads_with_identical_prompts(manifest):
     artifact = load_artifact(manifest.parent)
     recorded = {name: p["system_prompt"] for name, p in artifact.manifest["prompts"].items()}
-    assert {name: p["system_prompt"] for name, p in render_prompts(artifact.program).items()} == recorded
+    rendered = {name: p["system_prompt"] for name, p in render_prompts(artifact.program).items()}
+    assert {name: rendered[name] for name in recorded} == recorded
+    # Steps added after the artifact was compiled (the one-candidate grading call) derive from its components.
+    for name in set(rendered) - set(recorded):
+        assert name == "grade"
+        annotation = artifact.program.state.annotation_instruction.strip()
+        assert rendered["grade"].startswith(annotation[:200])
+        assert " ".join(rendered["grade"].split()).endswith("Your whole answer is the digit of your label.")
     assert artifact.program.frozen

@@ -19,6 +19,7 @@ from syntra_dspy.lm.scripted import (
     ScriptedCall,
     ScriptedEngine,
     ScriptedLM,
+    TokenDistribution,
 )
 from syntra_dspy.lm.usage import StageUsage, UsageMeter, current_stage, submit_in_context
 
@@ -35,6 +36,7 @@ __all__ = [
     "ScriptedEngine",
     "ScriptedLM",
     "StageUsage",
+    "TokenDistribution",
     "UsageMeter",
     "build_lm",
     "current_stage",

@@ -14,7 +14,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from syntra_dspy.lm.scripted import Responder, ScriptedCall, approx_tokens, build_call, render_answer
+from syntra_dspy.lm.scripted import (
+    Responder,
+    ScriptedCall,
+    TokenDistribution,
+    approx_tokens,
+    build_call,
+    render_answer,
+)
 
 
 def _text(content: Any) -> str:
@@ -134,7 +141,8 @@ class OpenAICompatibleServer:
         fmt = _response_format(body)
         options = {
             k: body[k]
-            for k in ("model", "temperature", "max_tokens", "max_completion_tokens", "seed", "stop")
+            for k in ("model", "temperature", "max_tokens", "max_completion_tokens", "seed", "stop", "logprobs",
+                      "top_logprobs")
             if body.get(k) is not None
         }
         n = int(body.get("n") or 1)
@@ -146,11 +154,14 @@ class OpenAICompatibleServer:
                 call = build_call(len(self.calls), messages, fmt, options)
                 self.calls.append(call)
             first = call.index if first < 0 else first
-            text = render_answer(self.responder(call), call)
+            answer = self.responder(call)
+            text = render_answer(answer, call)
             call.reply = text
-            choices.append(
-                {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            )
+            choice: dict[str, Any] = {"index": i, "message": {"role": "assistant", "content": text},
+                                      "finish_reason": "stop"}
+            if body.get("logprobs") and isinstance(answer, TokenDistribution):  # as vLLM / llama.cpp server
+                choice["logprobs"] = answer.openai_logprobs(body.get("top_logprobs"))
+            choices.append(choice)
         completion_tokens = sum(approx_tokens(c["message"]["content"]) for c in choices)
         return {
             "id": f"chatcmpl-scripted-{first}",

@@ -21,7 +21,28 @@ import dspy
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-Answer = str | dict | BaseModel
+@dataclass(frozen=True)
+class TokenDistribution:
+    """A scripted one-token answer given as first-token probabilities, ``{token: p}``: the answer is the most
+    probable token, and a call that asks for ``logprobs`` gets them (as llama.cpp or vLLM would report them)."""
+
+    probs: dict[str, float]
+
+    @property
+    def token(self) -> str:
+        return max(self.probs, key=lambda t: self.probs[t])
+
+    def openai_logprobs(self, top: int | None) -> dict[str, Any]:
+        """``choices[i].logprobs`` of an OpenAI chat completion: the chosen token and its ``top`` alternatives."""
+        import math
+
+        ranked = sorted(self.probs.items(), key=lambda kv: -kv[1])[: max(1, top or 1)]
+        entry = lambda t, p: {"token": t, "logprob": math.log(p), "bytes": list(t.encode())}  # noqa: E731
+        return {"content": [{**entry(self.token, self.probs[self.token]),
+                             "top_logprobs": [entry(t, p) for t, p in ranked if p > 0]}]}
+
+
+Answer = str | dict | BaseModel | TokenDistribution
 Responder = Callable[["ScriptedCall"], Answer]
 Matcher = str | re.Pattern[str] | Callable[["ScriptedCall"], bool]
 
@@ -85,6 +106,8 @@ def render_answer(answer: Answer, call: ScriptedCall) -> str:
     that field (so ``lambda call: "yes"`` just works). Dicts and models become JSON, or
     ``[[ ## field ## ]]`` blocks when the prompt uses ChatAdapter's format.
     """
+    if isinstance(answer, TokenDistribution):
+        return answer.token
     if isinstance(answer, str):
         looks_formatted = "[[ ##" in answer or answer.lstrip().startswith(("{", "```"))
         if len(call.output_fields) != 1 or looks_formatted:
@@ -154,7 +177,7 @@ class ScriptedEngine:
         self.responder = responder
         self.supports_response_schema = response_schema
         self.supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop", "seed",
-                                           "frequency_penalty"})
+                                           "frequency_penalty", "logprobs", "top_logprobs"})
         self._lock = threading.Lock()
         self._calls: list[ScriptedCall] = []
 
@@ -189,6 +212,7 @@ class ScriptedEngine:
                 ("seed", cfg.seed),
                 ("stop", list(cfg.stop) or None),
                 ("frequency_penalty", cfg.frequency_penalty),
+                ("logprobs", cfg.logprobs),
             )
             if v is not None
         }
@@ -197,8 +221,16 @@ class ScriptedEngine:
                 len(self._calls), messages, cfg.response_format, options, _caller_signature_name()
             )
             self._calls.append(call)
-        text = render_answer(self.responder(call), call)
+        answer = self.responder(call)
+        text = render_answer(answer, call)
         call.reply = text
+        logprobs = None
+        if cfg.logprobs is not None and isinstance(answer, TokenDistribution):
+            from dspy.lm15 import TokenLogprob, TopLogprob
+
+            (first,) = answer.openai_logprobs(cfg.logprobs)["content"]
+            logprobs = (TokenLogprob(first["token"], first["logprob"], top=tuple(
+                TopLogprob(t["token"], t["logprob"]) for t in first["top_logprobs"])),)
         prompt_tokens = approx_tokens("".join(m["content"] for m in messages))
         completion_tokens = approx_tokens(text)
         return Response(
@@ -211,6 +243,7 @@ class ScriptedEngine:
                 output_tokens=completion_tokens,
                 total_tokens=prompt_tokens + completion_tokens,
             ),
+            logprobs=logprobs,
         )
 
     def stream(self, request):

@@ -8,6 +8,7 @@ from typing import Any
 from dspy.predict.parameter import Parameter
 from pydantic import BaseModel, ConfigDict
 
+from syntra_dspy.programs.judge_calibration import JudgeCalibration
 from syntra_dspy.task import TaskDefinition
 
 
@@ -22,7 +23,8 @@ class FewShotPair(BaseModel):
 
 
 class ComponentState(BaseModel):
-    """What test mode adapts: the task definition, the extraction guidance and the two instructions."""
+    """What test mode adapts: the task definition, the extraction guidance, the two instructions, and how graded
+    relevance judgments map to training roles (``judge``: None means the written-label judge)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -31,6 +33,7 @@ class ComponentState(BaseModel):
     idattr_guidance: str = ""
     query_instruction: str = ""
     annotation_instruction: str = ""
+    judge: JudgeCalibration | None = None
 
 
 class ProgramComponents(Parameter):

@@ -15,11 +15,19 @@ from syntra_dspy.errors import LMOutputError
 from syntra_dspy.languages import language_name
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import ComponentState, ProgramComponents
+from syntra_dspy.programs.grading import (
+    TOP_LOGPROBS,
+    DigitLabelAdapter,
+    Grade,
+    grade_from_logprobs,
+    quiet_one_token_answers,
+)
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures import (
     Blueprint,
     CandidateLabel,
     ExtractIdentifiersAndAttributes,
+    GradeCandidateRelevance,
     JudgeCandidateRelevance,
     PlanQueryBlueprints,
     WriteQueriesFromBlueprints,
@@ -29,8 +37,9 @@ from syntra_dspy.validation import Features, OutputRejected, check_blueprints, c
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: The steps of a synthesis program, in pipeline order (also the predictor names in program.json).
-STEP_NAMES = ("extract", "plan", "write", "annotate")
+#: The steps of a synthesis program, in pipeline order (also the predictor names in program.json). ``annotate``
+#: writes labels for a list of candidates; ``grade`` judges one candidate and is read for its label probabilities.
+STEP_NAMES = ("extract", "plan", "write", "annotate", "grade")
 
 
 #: How much of a rejected answer a failure keeps (enough to see a loop, an empty list or a wrong schema).
@@ -80,7 +89,13 @@ def compose_instructions(state: ComponentState) -> dict[str, str]:
     write = _base(WriteQueriesFromBlueprints) + "\n\n" + task + "\n\n" + examples + query_block
     annotation = state.annotation_instruction.strip() or ("## Task\n" + ctx.task_context(state.task_definition))
     annotate = annotation + "\n\n## Your answer\n" + _base(JudgeCandidateRelevance)
-    return {"extract": extract, "plan": plan, "write": write, "annotate": annotate}
+    grade = annotation + "\n\n## Your answer\n" + _base(GradeCandidateRelevance)
+    return {"extract": extract, "plan": plan, "write": write, "annotate": annotate, "grade": grade}
+
+
+def step_adapter(name: str) -> dspy.Adapter:
+    """How a step's prompt is formatted: JSON with a schema, except the one-digit grading call."""
+    return DigitLabelAdapter() if name == "grade" else dspy.JSONAdapter()
 
 
 class SynthesisProgram(dspy.Module):
@@ -98,6 +113,7 @@ class SynthesisProgram(dspy.Module):
         self.plan = Step(PlanQueryBlueprints, max_tokens=900)
         self.write = Step(WriteQueriesFromBlueprints, max_tokens=700)
         self.annotate = Step(JudgeCandidateRelevance, max_tokens=600)
+        self.grade = Step(GradeCandidateRelevance, max_tokens=1)
         self.max_retries = max_retries
         self.max_doc_chars = max_doc_chars
         if state is not None and state.task_definition is not None:
@@ -119,6 +135,16 @@ class SynthesisProgram(dspy.Module):
         for name, text in compose_instructions(self.state).items():
             step: Step = getattr(self, name)
             step.signature = step.signature.with_instructions(text)
+
+    def load_state(self, state: dict[str, Any], **kwargs: Any) -> None:
+        """DSPy's load, also for program.json files saved before the ``grade`` step existed: that step's
+        instruction is then composed from the saved annotation instruction, as a fresh compile would."""
+        if "grade" in state or "annotate" not in state:
+            return super().load_state(state, **kwargs)
+        super().load_state({**state, "grade": self.grade.dump_state()}, **kwargs)
+        if self.state.task_definition is not None:
+            self.grade.signature = self.grade.signature.with_instructions(compose_instructions(self.state)["grade"])
+        return None
 
     def instructions(self) -> dict[str, str]:
         return {name: getattr(self, name).signature.instructions for name in STEP_NAMES}
@@ -253,6 +279,23 @@ class SynthesisProgram(dspy.Module):
                 if not judgements:
                     raise
             return check_labels(judgements, len(candidates))
+
+        return self._retrying("annotate", call)
+
+    def grade_candidate(self, query: str, document: str, *, logprobs: bool = True) -> Grade:
+        """One candidate judged with a one-digit answer; ``logprobs`` asks for the label tokens' probabilities.
+
+        An answer with neither a label digit nor usable probabilities is retried (sampled) like any step."""
+        doc = ctx.clip(document, self.max_doc_chars)
+        ask = {"max_tokens": 1, **({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {})}
+
+        def call(note: str, config: dict) -> Grade:
+            with dspy.context(adapter=DigitLabelAdapter()), quiet_one_token_answers():
+                pred = self.grade(query=query, document=doc, config={**config, **ask})
+            grade = grade_from_logprobs(getattr(pred, "logprobs", None), pred.label)
+            if grade.probs is None and grade.written is None:
+                raise OutputRejected("the answer is not a label digit 0-3")
+            return grade
 
         return self._retrying("annotate", call)
 

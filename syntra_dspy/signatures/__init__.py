@@ -5,6 +5,7 @@ from __future__ import annotations
 from syntra_dspy.signatures.annotation import (
     DraftAnnotationInstruction,
     ExplainAnnotationMismatches,
+    GradeCandidateRelevance,
     JudgeCandidateRelevance,
     RefineAnnotationInstruction,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "DraftQueryStyleGuide",
     "ExplainAnnotationMismatches",
     "ExtractIdentifiersAndAttributes",
+    "GradeCandidateRelevance",
     "Identifier",
     "InferTaskDefinition",
     "JudgeCandidateRelevance",

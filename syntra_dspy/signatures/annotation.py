@@ -33,6 +33,16 @@ class JudgeCandidateRelevance(dspy.Signature):
     judgements: list[CandidateLabel] = dspy.OutputField()
 
 
+class GradeCandidateRelevance(dspy.Signature):
+    """Judge the one document below for the query, on the 0-3 relevance scale defined above. Decide from what
+    the document actually reports about the query's information need, not from words the two share. Your whole
+    answer is the digit of your label."""
+
+    query: str = dspy.InputField()
+    document: str = dspy.InputField()
+    label: int = dspy.OutputField(desc="one digit, 0-3")
+
+
 class ExplainAnnotationMismatches(dspy.Signature):
     """An annotator following the instruction below made mistakes: it labelled documents known to be relevant
     as not relevant (or left them unlabelled), and/or labelled unrelated control documents, drawn at random

@@ -1,0 +1,151 @@
+"""Graded relevance: one candidate per call, a one-digit answer, and the probabilities of the label tokens.
+
+A small model asked to *write* a 0-3 label says 2 or 3 far too often, or collapses to all 0s. The probabilities
+it gives the four label tokens at the answer position carry much more: their expectation E = sum k * p(k) ranks
+relevant candidates above the rest even when the written label does not. This module formats the grading call
+(the fixed instruction as the system message, then the query, then the document, so the prompt prefix is shared
+by a query's candidates) and reads a :class:`Grade` from the answer and its first-token log probabilities, from
+the embedded engine or from any OpenAI-compatible server that returns ``top_logprobs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+
+LABELS = (0, 1, 2, 3)
+#: Alternatives asked for at the answer position: OpenAI-compatible servers give at most 20.
+TOP_LOGPROBS = 20
+#: Below this share of first-token probability on the label tokens, the distribution says nothing about labels.
+MIN_LABEL_MASS = 0.05
+_DIGIT = re.compile(r"\s*([0-3])")
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One graded judgment: p(0..3) over the label tokens (renormalised), the label written, and their share."""
+
+    probs: tuple[float, float, float, float] | None
+    written: int | None
+    mass: float | None = None
+
+    @property
+    def expected(self) -> float | None:
+        """E = sum k * p(k); the written label when the backend gave no probabilities."""
+        if self.probs is not None:
+            return sum(k * p for k, p in zip(LABELS, self.probs))
+        return None if self.written is None else float(self.written)
+
+    @property
+    def graded(self) -> bool:
+        return self.probs is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"probs": list(self.probs) if self.probs is not None else None, "written": self.written,
+                "mass": self.mass, "expected": self.expected}
+
+
+def _field(entry: Any, name: str) -> Any:
+    return entry.get(name) if isinstance(entry, Mapping) else getattr(entry, name, None)
+
+
+def grade_from_logprobs(logprobs: Any, written: int | None) -> Grade:
+    """Read p(0..3) from the first answer token's alternatives (OpenAI ``logprobs.content[0].top_logprobs``).
+
+    A label token may appear with surrounding space (`` 2``); the most probable spelling of each label counts. A
+    label missing from the alternatives gets probability 0 (it is below every listed one, a few parts in a
+    thousand at most when 20 are listed). Too little mass on the labels (the model started another answer)
+    gives no distribution, only the written label.
+    """
+    content = _field(logprobs, "content") if logprobs is not None else None
+    if not content:
+        return Grade(None, written)
+    first = content[0]
+    entries = list(_field(first, "top_logprobs") or []) + [first]
+    best: dict[int, float] = {}
+    for entry in entries:
+        token, logprob = _field(entry, "token"), _field(entry, "logprob")
+        if token is None or logprob is None:
+            continue
+        text = str(token).strip()
+        if len(text) == 1 and text in "0123":
+            best[int(text)] = max(best.get(int(text), float("-inf")), float(logprob))
+    raw = [math.exp(best[k]) if k in best else 0.0 for k in LABELS]
+    mass = sum(raw)
+    if mass < MIN_LABEL_MASS:
+        return Grade(None, written, mass)
+    probs = tuple(p / mass for p in raw)
+    return Grade(probs, written, min(mass, 1.0))  # type: ignore[arg-type]
+
+
+class DigitLabelAdapter(dspy.Adapter):
+    """Formats a grading call as instruction (system), then ``Query: …`` and ``Document: …`` (user), and reads the
+    answer's leading digit.
+
+    The inputs are rendered in the signature's field order, so the fixed part of the prompt comes first and the
+    query precedes the document: consecutive candidates of one query reuse the cached prefix. The answer is
+    expected in one token; an answer that does not start with a digit parses to ``None`` rather than failing, so
+    the label-token probabilities (which the caller reads from the same output) are not lost.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(use_native_function_calling=False)
+
+    def format(self, signature: type[dspy.Signature], demos: list[dict[str, Any]], inputs: dict[str, Any]
+               ) -> list[dict[str, Any]]:
+        parts = [f"{name.replace('_', ' ').capitalize()}: {inputs[name]}" for name in signature.input_fields]
+        (name, field), = signature.output_fields.items()
+        desc = (field.json_schema_extra or {}).get("desc")
+        ask = f"{name.replace('_', ' ').capitalize()}" + (f" ({desc})" if desc else "") + ":"
+        return [{"role": "system", "content": signature.instructions},
+                {"role": "user", "content": "\n\n".join([*parts, ask])}]
+
+    def parse(self, signature: type[dspy.Signature], completion: str) -> dict[str, Any]:
+        (name,) = signature.output_fields
+        match = _DIGIT.match(completion or "")
+        return {name: int(match.group(1)) if match else None}
+
+
+class _TruncationFilter(logging.Filter):
+    """Drops DSPy's "response was truncated" warning for one-token grading answers (they end at max_tokens=1 by
+    design); other threads' warnings pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (getattr(self.local, "depth", 0) and "truncated" in record.getMessage())
+
+
+_FILTER = _TruncationFilter()
+_ACTIVE = 0
+_ACTIVE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet_one_token_answers() -> Iterator[None]:
+    """Within this block (this thread only), DSPy's truncation warning is not logged; the filter is attached to
+    DSPy's logger only while some thread is inside such a block."""
+    global _ACTIVE
+    with _ACTIVE_LOCK:
+        if _ACTIVE == 0:
+            logging.getLogger("dspy.clients.lm").addFilter(_FILTER)
+        _ACTIVE += 1
+    _FILTER.local.depth = getattr(_FILTER.local, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _FILTER.local.depth -= 1
+        with _ACTIVE_LOCK:
+            _ACTIVE -= 1
+            if _ACTIVE == 0:
+                logging.getLogger("dspy.clients.lm").removeFilter(_FILTER)

@@ -1,0 +1,141 @@
+"""The relevance judge of a synthesis program: one helper that labels a query's candidates, graded or written.
+
+* ``graded``: one call per candidate (:meth:`SynthesisProgram.grade_candidate`), the label tokens' probabilities
+  turned into E, then the program's fitted :class:`JudgeCalibration` (or, for an artifact compiled before graded
+  judging, the uncalibrated nearest-label rule) maps E, and the retriever's cosine when the calibration fuses
+  them, to positive / hard negative / easy negative. A backend that returns no probabilities (or refuses to be
+  asked for them) is judged by its written digit instead; :attr:`RelevanceJudge.fallback` says why.
+* ``written``: the annotate step labels candidates in chunks with a JSON answer (the judge before graded judging).
+
+Compile trials, calibration, comparison, agreement and production all label through this class.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from syntra_dspy.errors import LMOutputError
+from syntra_dspy.programs.grading import Grade
+from syntra_dspy.programs.judge_calibration import CLASS_LABEL, UNCALIBRATED, JudgeCalibration
+from syntra_dspy.signatures.types import label_class
+
+logger = logging.getLogger(__name__)
+JudgeMode = Literal["graded", "written"]
+JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the judge needs of a candidate: its text and, for a fused calibration, the retriever's cosine."""
+
+    text: str
+    cosine: float | None = None
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One candidate's label (0-3 as stored), with the graded evidence behind it when there is some."""
+
+    label: int
+    grade: Grade | None = None
+    score: float | None = None  # the calibrated score (E or fused) the label was cut from
+
+    @property
+    def klass(self) -> str:
+        return label_class(self.label)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "class": self.klass, "score": self.score,
+                **({"grade": self.grade.to_dict()} if self.grade is not None else {})}
+
+
+def _refuses_logprobs(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "logprob" in text and any(word in text for word in ("unsupported", "not support", "does not take",
+                                                                "invalid", "unknown", "400"))
+
+
+class RelevanceJudge:
+    """Labels candidates with one program's judge; thread-safe (production calls it from several workers)."""
+
+    def __init__(self, program: Any, *, mode: JudgeMode | None = None, chunk_size: int = 1) -> None:
+        calibration: JudgeCalibration | None = program.state.judge
+        self.program = program
+        self.mode: JudgeMode = mode or ("graded" if calibration is not None else "written")
+        if self.mode not in JUDGE_MODES:
+            raise ValueError(f"unknown judge mode {self.mode!r}; use one of {', '.join(JUDGE_MODES)}")
+        self.calibration = calibration or UNCALIBRATED
+        self.calibrated = calibration is not None
+        self.chunk_size = 1 if self.mode == "graded" else chunk_size
+        self.fallback: str | None = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        """For run stores and reports: the mode, whether it is calibrated, the calibration, any fallback."""
+        info: dict[str, Any] = {"mode": self.mode}
+        if self.mode == "graded":
+            info["calibrated"] = self.calibrated
+            info["calibration"] = self.calibration.model_dump(mode="json")
+        else:
+            info["chunk_size"] = self.chunk_size
+        if self.fallback:
+            info["fallback"] = self.fallback
+        return info
+
+    # -- one call ------------------------------------------------------------------------------------------
+    def judge(self, query: str, candidates: Sequence[Candidate]) -> list[Judgment]:
+        """Labels for ``candidates`` (one chunk: a single call in written mode, one call each when graded).
+
+        Raises ``LMOutputError`` when an answer stays unusable after the program's repair retries.
+        """
+        if self.mode == "written":
+            labels = self.program.label_candidates(query, [c.text for c in candidates])
+            return [Judgment(int(label)) for label in labels]
+        return [self._graded(query, c) for c in candidates]
+
+    def _graded(self, query: str, candidate: Candidate) -> Judgment:
+        grade = self._grade(query, candidate.text)
+        expected = grade.expected
+        assert expected is not None  # grade_candidate never returns a grade without probabilities or a digit
+        score = self.calibration.score(expected, candidate.cosine)
+        klass = self.calibration.classify(expected, candidate.cosine)
+        return Judgment(CLASS_LABEL[klass], grade, score)
+
+    def _grade(self, query: str, text: str) -> Grade:
+        if self.fallback is None:
+            try:
+                grade = self.program.grade_candidate(query, text, logprobs=True)
+            except LMOutputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - only a refusal to give log probabilities is handled here
+                if not _refuses_logprobs(exc):
+                    raise
+                self._fall_back(f"the backend refused log probabilities ({str(exc)[:200]})")
+            else:
+                if grade.probs is None and grade.mass is None:
+                    self._fall_back("the backend returned no log probabilities")
+                return grade
+        return self.program.grade_candidate(query, text, logprobs=False)
+
+    def _fall_back(self, reason: str) -> None:
+        with self._lock:
+            if self.fallback is None:
+                self.fallback = reason
+                logger.warning("graded judge: %s; judging by the written label digit instead", reason)
+
+    # -- a whole query -----------------------------------------------------------------------------------------
+    def judge_all(self, query: str, candidates: Sequence[Candidate]) -> list[Judgment | None]:
+        """Every candidate of a query, chunk by chunk; a chunk whose answer stays unusable gives ``None``s."""
+        out: list[Judgment | None] = [None] * len(candidates)
+        for start in range(0, len(candidates), self.chunk_size):
+            chunk = candidates[start:start + self.chunk_size]
+            try:
+                out[start:start + len(chunk)] = self.judge(query, chunk)
+            except LMOutputError as exc:
+                logger.warning("annotation failed for %r (candidates %d-%d): %s", query[:60], start,
+                               start + len(chunk) - 1, exc)
+        return out

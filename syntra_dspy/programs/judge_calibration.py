@@ -1,0 +1,238 @@
+"""How graded judgments become training roles: thresholds fitted per task, compiled into the artifact.
+
+A graded judgment gives E = sum k * p(k) in [0, 3]; the retriever gives the candidate's cosine similarity. Test
+mode fits, on a calibration set with known classes (the few-shot queries' retrieved candidates: their positive,
+the other candidates as presumed negatives, random corpus documents as easy negatives; plus any labels people
+confirmed), one score and two cut points:
+
+* score: E alone (``expected``), or E and the cosine standardised on the calibration set and added (``fused``);
+  ``auto`` picks the one with the better leave-one-query-out agreement, so the choice is not an in-sample fit;
+* ``positive_threshold``: the cut that maximises binary Cohen's kappa (the middle of the best interval);
+* ``hard_threshold``: below the positive cut, the cut that best separates related candidates (hard negatives)
+  from unrelated ones (easy negatives), by three-class kappa.
+
+The fitted :class:`JudgeCalibration` is a component of the program (saved in ``program.json``, so it is
+versioned and verified like the instructions); production applies it unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Klass = Literal["positive", "hard_negative", "easy_negative"]
+Feature = Literal["expected", "fused"]
+#: The 0-3 label stored for each calibrated class (what export's 3/2 → positive, 1 → hard, 0 → easy reads back).
+CLASS_LABEL: dict[str, int] = {"positive": 2, "hard_negative": 1, "easy_negative": 0}
+
+
+@dataclass(frozen=True)
+class CalibrationSample:
+    """One judged candidate of the calibration set."""
+
+    query: str
+    expected: float
+    cosine: float
+    gold: Klass
+    source: str  # example_positive | retrieved | control | human
+
+
+class CalibrationSummary(BaseModel):
+    """What the calibration was fitted on and how well it agrees there (in-sample and cross-validated)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidates: int
+    queries: int
+    positives: int
+    hard_negatives: int
+    easy_negatives: int
+    sources: dict[str, int] = Field(default_factory=dict)
+    binary_kappa: float | None = None
+    three_class_kappa: float | None = None
+    positive_recall: float | None = None
+    positive_precision: float | None = None
+    cv_binary_kappa: dict[str, float | None] = Field(default_factory=dict)
+    auc: dict[str, float | None] = Field(default_factory=dict)
+
+
+class JudgeCalibration(BaseModel):
+    """Maps a graded judgment (and the retriever's cosine) to positive / hard negative / easy negative."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    feature: Feature = "expected"
+    positive_threshold: float
+    hard_threshold: float
+    expected_mean: float = 0.0
+    expected_std: float = 1.0
+    cosine_mean: float = 0.0
+    cosine_std: float = 1.0
+    summary: CalibrationSummary | None = None
+
+    def score(self, expected: float, cosine: float | None) -> float:
+        """The calibrated score: E, or standardised E plus standardised cosine."""
+        if self.feature == "expected":
+            return expected
+        if cosine is None:
+            raise ValueError("the fused judge needs the retriever's similarity of every candidate")
+        return (expected - self.expected_mean) / self.expected_std + (cosine - self.cosine_mean) / self.cosine_std
+
+    def classify(self, expected: float, cosine: float | None) -> Klass:
+        return classify_score(self.score(expected, cosine), self.positive_threshold, self.hard_threshold)
+
+    def label(self, expected: float, cosine: float | None) -> int:
+        """The stored 0-3 label of the calibrated class (2 positive, 1 hard negative, 0 easy negative)."""
+        return CLASS_LABEL[self.classify(expected, cosine)]
+
+
+#: Used when a graded judgment has no fitted calibration (an artifact compiled before graded judging): the
+#: nearest written label, E >= 1.5 positive, E >= 0.5 hard negative. Reports call such labels uncalibrated.
+UNCALIBRATED = JudgeCalibration(positive_threshold=1.5, hard_threshold=0.5)
+
+
+def classify_score(score: float, positive: float, hard: float) -> Klass:
+    if score >= positive:
+        return "positive"
+    return "hard_negative" if score >= hard else "easy_negative"
+
+
+# ── fitting ───────────────────────────────────────────────────────────────────────────────────────────
+
+
+def _kappa(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> float | None:
+    from syntra_dspy.comparison.agreement import cohen_kappa
+
+    return cohen_kappa(gold, pred, labels)
+
+
+def _cuts(scores: Sequence[float]) -> list[float]:
+    """Candidate thresholds: midpoints between distinct sorted scores, plus one below and one above all."""
+    values = sorted(set(scores))
+    if not values:
+        return [0.0]
+    mids = [(a + b) / 2 for a, b in zip(values, values[1:])]
+    return [values[0] - 1e-6, *mids, values[-1] + 1e-6]
+
+
+def best_cut(scores: Sequence[float], gold: Sequence[bool]) -> float:
+    """The threshold (score >= t is positive) with the highest binary kappa; the middle one of the best run."""
+    gold_l = ["positive" if g else "negative" for g in gold]
+    best, runs = -math.inf, []
+    for cut in _cuts(scores):
+        pred = ["positive" if s >= cut else "negative" for s in scores]
+        k = _kappa(gold_l, pred, ("positive", "negative"))
+        k = -1.0 if k is None else k
+        if k > best + 1e-12:
+            best, runs = k, [cut]
+        elif abs(k - best) <= 1e-12:
+            runs.append(cut)
+    return runs[len(runs) // 2]
+
+
+def _hard_cut(scores: Sequence[float], gold: Sequence[str], positive: float) -> float:
+    """Below ``positive``, the cut with the highest three-class kappa (related vs unrelated negatives)."""
+    labels = ("positive", "hard_negative", "easy_negative")
+    below = [s for s in scores if s < positive]
+    best, runs = -math.inf, []
+    for cut in [c for c in _cuts(below) if c < positive] or [positive]:
+        pred = [classify_score(s, positive, cut) for s in scores]
+        k = _kappa(gold, pred, labels)
+        k = -1.0 if k is None else k
+        if k > best + 1e-12:
+            best, runs = k, [cut]
+        elif abs(k - best) <= 1e-12:
+            runs.append(cut)
+    return runs[len(runs) // 2]
+
+
+def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
+    """Probability that a random positive scores above a random negative (ties count half); None if undefined."""
+    pos = [s for s, p in zip(scores, positive) if p]
+    neg = [s for s, p in zip(scores, positive) if not p]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def _standardiser(values: Sequence[float]) -> tuple[float, float]:
+    mean = statistics.fmean(values)
+    std = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return mean, std if std > 1e-9 else 1.0
+
+
+def _fit_feature(samples: Sequence[CalibrationSample], feature: Feature) -> JudgeCalibration:
+    e_mean, e_std = _standardiser([s.expected for s in samples])
+    c_mean, c_std = _standardiser([s.cosine for s in samples])
+    probe = JudgeCalibration(feature=feature, positive_threshold=0.0, hard_threshold=0.0, expected_mean=e_mean,
+                             expected_std=e_std, cosine_mean=c_mean, cosine_std=c_std)
+    scores = [probe.score(s.expected, s.cosine) for s in samples]
+    positive = best_cut(scores, [s.gold == "positive" for s in samples])
+    hard = _hard_cut(scores, [s.gold for s in samples], positive)
+    return probe.model_copy(update={"positive_threshold": positive, "hard_threshold": hard})
+
+
+def _cv_kappa(samples: Sequence[CalibrationSample], feature: Feature) -> float | None:
+    """Binary kappa when each query's candidates are classified by a calibration fitted on the other queries."""
+    queries = sorted({s.query for s in samples})
+    if len(queries) < 2:
+        return None
+    gold, pred = [], []
+    for query in queries:
+        train = [s for s in samples if s.query != query]
+        if not any(s.gold == "positive" for s in train):
+            continue
+        fitted = _fit_feature(train, feature)
+        for s in (s for s in samples if s.query == query):
+            gold.append("positive" if s.gold == "positive" else "negative")
+            pred.append("positive" if fitted.classify(s.expected, s.cosine) == "positive" else "negative")
+    return _kappa(gold, pred, ("positive", "negative")) if gold else None
+
+
+def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | Literal["auto"] = "auto"
+                    ) -> JudgeCalibration:
+    """Fit the score and its two cut points on a calibration set; the summary records how well they agree there."""
+    from syntra_dspy.comparison.agreement import agreement, to_binary
+
+    if not samples:
+        raise ValueError("a judge calibration needs at least one judged candidate")
+    if not any(s.gold == "positive" for s in samples):
+        raise ValueError("a judge calibration needs at least one known positive")
+    features: tuple[Feature, ...] = ("expected", "fused") if feature == "auto" else (feature,)
+    cv = {f: _cv_kappa(samples, f) for f in ("expected", "fused")}
+    chosen = max(features, key=lambda f: (cv[f] if cv[f] is not None else -2.0, f == "expected"))
+    fitted = _fit_feature(samples, chosen)
+    gold = [s.gold for s in samples]
+    pred = [fitted.classify(s.expected, s.cosine) for s in samples]
+    binary = agreement([to_binary(g) for g in gold], [to_binary(p) for p in pred], ("relevant", "non_relevant"))
+    three = agreement(gold, pred, ("positive", "hard_negative", "easy_negative"))
+    is_pos = [s.gold == "positive" for s in samples]
+    fused = _fit_feature(samples, "fused")
+    sources: dict[str, int] = {}
+    for s in samples:
+        sources[s.source] = sources.get(s.source, 0) + 1
+    summary = CalibrationSummary(
+        candidates=len(samples), queries=len({s.query for s in samples}), positives=sum(is_pos),
+        hard_negatives=gold.count("hard_negative"), easy_negatives=gold.count("easy_negative"), sources=sources,
+        binary_kappa=binary.kappa, three_class_kappa=three.kappa,
+        positive_recall=binary.per_class["relevant"]["recall"],
+        positive_precision=binary.per_class["relevant"]["precision"],
+        cv_binary_kappa=cv,
+        auc={"expected": roc_auc([s.expected for s in samples], is_pos),
+             "cosine": roc_auc([s.cosine for s in samples], is_pos),
+             "fused": roc_auc([fused.score(s.expected, s.cosine) for s in samples], is_pos)},
+    )
+    return fitted.model_copy(update={"summary": summary})
+
+
+def describe(calibration: JudgeCalibration | None) -> dict[str, Any]:
+    """A JSON-ready description for reports and run stores."""
+    if calibration is None:
+        return {"mode": "written"}
+    return {"mode": "graded", **calibration.model_dump(mode="json")}
