@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from typing import Any
 
 import dspy
 
-from syntra_dspy.errors import ArtifactError
+from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.programs.synthesis import STEP_NAMES, SynthesisProgram
+from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +88,30 @@ class Artifact:
     def checksum(self) -> str:
         """sha256 of the checksum file: one value that pins every byte of the artifact."""
         return _sha256((self.path / CHECKSUMS).read_bytes())
+
+
+def check_artifact_root(root: str | Path, task: str) -> Path:
+    """Make sure a new version of ``task`` can be written under ``root``, before any compile work is spent:
+    the task name is a plain folder name, ``root`` and ``root/task`` are (or can be made) writable folders.
+    Returns ``root/task``."""
+    if not isinstance(task, str) or len(task) > TASK_NAME_MAX or not re.fullmatch(TASK_NAME_PATTERN, task):
+        raise ConfigError(f"task name {str(task)[:40]!r}{'…' if len(str(task)) > 40 else ''} cannot be a folder name",
+                          field="name", hint=f"use up to {TASK_NAME_MAX} letters, digits, '_', '.' or '-', "
+                                             "starting with a letter or digit")
+    root = Path(root)
+    folder = root / task
+    for path in (root, folder):
+        if path.exists() and not path.is_dir():
+            raise ConfigError("exists and is not a folder; artifacts go in a folder", path=path, field="out",
+                              hint="give --out a folder (default: artifacts/)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder))
+        probe.rmdir()
+    except OSError as exc:
+        raise ConfigError(f"cannot write artifacts here: {exc.strerror}", path=folder, field="out",
+                          hint="give --out a folder you can write to") from None
+    return folder
 
 
 def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str | Path) -> Path:

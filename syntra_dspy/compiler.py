@@ -15,7 +15,7 @@ from typing import Any
 import dspy
 
 from syntra_dspy import __version__
-from syntra_dspy.artifacts import Artifact, canonical_json, load_artifact, save_artifact
+from syntra_dspy.artifacts import Artifact, canonical_json, check_artifact_root, load_artifact, save_artifact
 from syntra_dspy.corpus import Corpus, read_corpus
 from syntra_dspy.encoder import DEFAULT_ENCODER, load_encoder
 from syntra_dspy.errors import ConfigError
@@ -85,6 +85,7 @@ def compile_task(
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
     settings = settings or CompileSettings()
+    check_artifact_root(out, spec.name)  # a bad --out or task name fails now, not after all the LM work
     corpus = read_corpus(spec.corpus.path, spec.corpus.format)
     pairs = resolve_examples(spec, corpus, source=source)
     enc = load_encoder(encoder or DEFAULT_ENCODER)

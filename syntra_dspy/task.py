@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from syntra_dspy.errors import ConfigError
 
 CorpusFormat = Literal["beir", "neuclir", "tsv"]
+#: A task name is a folder name under the artifact root: letters, digits, ``_.-``, short enough for any file system.
+TASK_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+TASK_NAME_MAX = 100
 
 
 class _Strict(BaseModel):
@@ -73,7 +76,7 @@ class LMRolesSpec(_Strict):
 
 
 class TaskSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="used as the artifact folder name")
+    name: str = Field(pattern=TASK_NAME_PATTERN, max_length=TASK_NAME_MAX, description="used as the artifact folder name")
     corpus: CorpusSpec
     examples: list[Example] = Field(min_length=3, max_length=8)
     task_definition: TaskDefinition | None = None

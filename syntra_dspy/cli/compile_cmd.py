@@ -47,9 +47,20 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> CompileSettings:
+    """The compile settings the flags ask for; a value out of range is an error naming the flag."""
+    from pydantic import ValidationError
+
+    from syntra_dspy.errors import ConfigError
+
     values = {name: getattr(args, name) for name in (*_SETTING_FLAGS, "keep", "selection_target")
               if getattr(args, name, None) is not None}
-    return CompileSettings(**values)
+    try:
+        return CompileSettings(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a setting"
+        raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=flag,
+                          hint=f"see `syntra compile --help` for {flag}") from None
 
 
 def lm_overrides(args: argparse.Namespace) -> dict[str, str]:
