@@ -11,6 +11,7 @@ output. Ctrl-C stops taking new documents and commits those in flight; a kill lo
 from __future__ import annotations
 
 import logging
+import sqlite3
 import sys
 import threading
 import time
@@ -35,7 +36,7 @@ from syntra_dspy.production.setup import (
     load_inputs,
     resolve_generator,
 )
-from syntra_dspy.production.store import RunStore, check_compatible
+from syntra_dspy.production.store import RunStore, check_compatible, storage_error
 from syntra_dspy.production.units import DocumentResult
 from syntra_dspy.retrieval import IndexCandidates
 from syntra_dspy.selection import select_diverse
@@ -249,7 +250,10 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     done, _ = wait(inflight, timeout=1.0, return_when=FIRST_COMPLETED)
                     for future in done:
                         result: DocumentResult = future.result()
-                        run.commit(result, session)  # a Ctrl-C here rolls back; the future stays to retry
+                        try:
+                            run.commit(result, session)  # a Ctrl-C here rolls back; the future stays to retry
+                        except sqlite3.OperationalError as exc:  # e.g. a full disk: rolled back, store intact
+                            raise storage_error(exc, run.path) from None
                         inflight.discard(future)
                         processed += 1
                         bar.update(result)
@@ -273,10 +277,10 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them)",
                                    len(inflight))
     except KeyboardInterrupt:
-        run.end_session(session, "interrupted")
+        _end_session_quietly(run, session, "interrupted")
         raise
     except BaseException:
-        run.end_session(session, "error")
+        _end_session_quietly(run, session, "error")
         raise
     finally:
         bar.close()
@@ -291,6 +295,15 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
             "stopped",
             path=run.path, hint="check the server; finished documents are kept, rerun the same command to resume")
     return status, processed, time.perf_counter() - started
+
+
+def _end_session_quietly(run: RunStore, session: int, status: str) -> None:
+    """Mark the session's end on the way out of an error; a store that cannot be written (a full disk) must not
+    hide the error that stopped the run."""
+    try:
+        run.end_session(session, status)
+    except sqlite3.Error as exc:
+        logger.warning("could not mark session %d %s in the run store: %s", session, status, exc)
 
 
 def _summary(run: RunStore, inputs: ProductionInputs, session: int, status: str, processed: int,

@@ -4,8 +4,8 @@ Why SQLite: a single file users can copy and inspect, transactions that survive 
 (``syntra export --stats``) that work while a run is writing. Each document is one unit of work written
 in one transaction (:meth:`RunStore.commit`): either all of its queries, candidates, labels, failures and
 LM usage are there, or none are. A document is committed at most once as ``done``; the guard is in SQL,
-so even a bug or a second process cannot add its records twice. An advisory lock file keeps a second
-producer off a store that is being written.
+so even a bug or a second process cannot add its records twice. An advisory lock on the database file
+itself keeps a second producer off a store that is being written.
 
 Tables: ``meta`` (JSON values: schema, artifact version and checksum, settings, task definition, retrieval
 instruction, selection), ``sessions`` (one row per ``produce`` invocation), ``documents`` (the planned
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,34 +75,86 @@ def _now() -> str:
 
 
 class _Lock:
-    """An advisory ``flock`` on ``<store>.lock``; the OS drops it when the process dies, even by ``kill -9``."""
+    """An exclusive ``flock`` on the database file itself (its real path, symlinks resolved).
 
-    def __init__(self, path: Path) -> None:
-        self.path = path.with_name(path.name + ".lock")
-        self._fh: Any = None
+    Locking the file, not a ``<store>.lock`` beside it, means neither a second path to the same store (a
+    symlink, ``..``) nor deleting a lock file lets a second producer in. The OS drops the lock when the process
+    dies, even by ``kill -9``. On Linux flock and SQLite's own (POSIX ``fcntl``) locks are independent; the
+    descriptor is closed only after the writer's SQLite connection. On BSD and macOS the two kinds of lock
+    interact, so there a ``<real path>.lock`` file is locked instead (symlink-proof, not deletion-proof).
+    """
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.path = store if sys.platform.startswith("linux") else store.with_name(store.name + ".lock")
+        self._fd: int | None = None
 
     def acquire(self) -> None:
         try:
             import fcntl
         except ImportError:  # Windows: no advisory lock; one producer per store is then the user's job
             return
-        self._fh = open(self.path, "a+")  # noqa: SIM115 - held for the store's lifetime
+        fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            self._fh.close()
-            self._fh = None
-            raise StoreError("another `syntra produce` is writing to this store", path=self.path.with_suffix(""),
+            os.close(fd)
+            raise StoreError("another `syntra produce` is writing to this store", path=self.store,
                              hint="wait for it to finish, or stop it; a killed run releases the lock") from None
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.write(str(os.getpid()))
-        self._fh.flush()
+        self._fd = fd
 
     def release(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _writable_path(path: Path) -> Path:
+    """The real file a writer would open: symlinks resolved, and a directory or special file refused."""
+    real = Path(os.path.realpath(path))
+    if real.exists() and not real.is_file():
+        raise StoreError("the run store path exists and is not a file", path=path,
+                         hint="pass --store a file path, e.g. runs/run.db")
+    return real
+
+
+def _probe(path: Path) -> None:
+    """Check, read-only, that an existing non-empty file is one of our run stores before anything writes to it
+    (opening it for writing would already switch a foreign SQLite file to WAL mode)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    try:
+        check_schema(conn, path)
+    finally:
+        conn.close()
+
+
+def check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file that is not a run store of this schema (a text file, another program's SQLite file)."""
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        kind = None
+        if "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
+            kind = json.loads(row[0]) if row else None
+    except (sqlite3.DatabaseError, ValueError) as exc:
+        raise StoreError(f"not a run store: {exc}", path=path,
+                         hint="pass --store a new file, or a run store written by `syntra produce`") from None
+    if kind != KIND:
+        raise StoreError(f"not a syntra-dspy run store (kind={kind!r})", path=path,
+                         hint="pass --store a new file; this one was left unchanged")
+    if version != SCHEMA_VERSION:
+        raise StoreError(f"unsupported run-store schema {version} (this syntra-dspy reads {SCHEMA_VERSION})",
+                         path=path, hint="use the syntra-dspy version that wrote it")
+
+
+def storage_error(exc: sqlite3.Error, path: Path) -> StoreError:
+    """A failed write as an error that says what happened and what to do (SQLite rolled the write back)."""
+    text = str(exc)
+    what = "the disk is full" if "full" in text.lower() else "the run store could not be written"
+    return StoreError(f"{what} (SQLite: {text}); the document being written was not stored", path=path,
+                      hint="free some space or fix the file system, then rerun the same command; "
+                           "finished documents are kept")
 
 
 class RunStore:
@@ -123,11 +176,14 @@ class RunStore:
             store = cls(path, conn, None)
             store._check_schema()
             return store
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = _Lock(path)
+        real = _writable_path(path)
+        real.parent.mkdir(parents=True, exist_ok=True)
+        lock = _Lock(real)
         lock.acquire()
         try:
-            conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
+            if real.stat().st_size:
+                _probe(real)  # before the WAL switch below: a foreign file is refused untouched
+            conn = sqlite3.connect(str(real), isolation_level=None, timeout=30.0)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")  # a committed document survives power loss, not only kill -9
             conn.execute("PRAGMA foreign_keys=ON")
@@ -146,16 +202,7 @@ class RunStore:
             raise
 
     def _check_schema(self) -> None:
-        try:
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            kind = self.meta().get("kind")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"not a run store: {exc}", path=self.path) from None
-        if kind != KIND:
-            raise StoreError(f"not a syntra-dspy run store (kind={kind!r})", path=self.path)
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"unsupported run-store schema {version} (this syntra-dspy reads {SCHEMA_VERSION})",
-                             path=self.path, hint="use the syntra-dspy version that wrote it")
+        check_schema(self._conn, self.path)
 
     def close(self) -> None:
         self._conn.close()
@@ -381,7 +428,7 @@ class _Tx:
     def __exit__(self, exc_type: object, *rest: object) -> None:
         if exc_type is None:
             self.conn.execute("COMMIT")
-        else:
+        elif self.conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
             self.conn.execute("ROLLBACK")
 
 
