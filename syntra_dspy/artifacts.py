@@ -21,8 +21,10 @@ from typing import Any
 
 import dspy
 
+from syntra_dspy.artifact_checks import check_folder, check_folder_name, check_manifest, check_program_state
 from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.programs.synthesis import STEP_NAMES, SynthesisProgram
+from syntra_dspy.signing import SIGNATURE, check_signature, sign_artifact
 from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,7 @@ SCHEMA_VERSION = 1
 KIND = "syntra-dspy/synthesis-program"
 CHECKSUMS = "checksums.sha256"
 PAYLOAD = ("program.json", "manifest.json")
+ALLOWED_FILES = frozenset({*PAYLOAD, CHECKSUMS, SIGNATURE})
 # Manifest keys that describe *how long* or *when*, not *what*: left out of the version id.
 _VOLATILE = {"version", "created_at", "seconds", "usage", "history"}
 
@@ -142,11 +145,17 @@ def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify_artifact(path: str | Path) -> dict[str, Any]:
-    """Check checksums, schema and version id; return the manifest. Raises ArtifactError naming the problem."""
+def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str, Any]:
+    """Check the folder, checksums, schema, manifest shape and version id; return the manifest. With ``key_env``
+    also the team signature (see :mod:`syntra_dspy.signing`). Raises ArtifactError naming the problem.
+
+    This proves integrity (the files were written together by some compile and not changed since), not
+    authorship: anyone with this package can produce a consistent artifact. Only a signature says who.
+    """
     path = Path(path)
     if not (path / CHECKSUMS).is_file():
         raise ArtifactError("not an artifact directory (no checksums.sha256)", path=path)
+    check_folder(path, ALLOWED_FILES)
     listed: dict[str, str] = {}
     for n, line in enumerate((path / CHECKSUMS).read_text(encoding="utf-8").splitlines(), 1):
         digest, sep, name = line.partition("  ")
@@ -164,8 +173,11 @@ def verify_artifact(path: str | Path) -> dict[str, Any]:
                                 hint="recompile, or restore the artifact from where it was published")
     try:
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"manifest is not JSON: {exc}", path=path / "manifest.json") from None
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"manifest must be a JSON object, got {type(manifest).__name__}",
+                            path=path / "manifest.json")
     if manifest.get("kind") != KIND:
         raise ArtifactError(f"not a synthesis-program artifact (kind={manifest.get('kind')!r})",
                             path=path / "manifest.json", field="kind")
@@ -173,17 +185,28 @@ def verify_artifact(path: str | Path) -> dict[str, Any]:
         raise ArtifactError(f"unsupported schema_version {manifest.get('schema_version')!r} "
                             f"(this syntra-dspy reads {SCHEMA_VERSION})", path=path / "manifest.json",
                             field="schema_version")
+    check_manifest(manifest, path=path / "manifest.json", steps=STEP_NAMES)
     expected = compute_version((path / "program.json").read_bytes(), manifest)
     if manifest.get("version") != expected:
         raise ArtifactError("version id does not match the content", path=path / "manifest.json", field="version")
+    check_folder_name(path, manifest["version"])
+    if key_env is not None:
+        check_signature(path, CHECKSUMS, key_env)
     return manifest
 
 
-def load_artifact(path: str | Path) -> Artifact:
-    """Verify, rebuild the program from code plus program.json, check its prompts, and freeze it."""
+def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
+    """Verify, check that program.json holds only instructions and components, rebuild the program from code
+    plus program.json, check its prompts, and freeze it. ``key_env`` also requires a team signature."""
     path = Path(path)
-    manifest = verify_artifact(path)
+    manifest = verify_artifact(path, key_env=key_env)
     program = SynthesisProgram(max_doc_chars=manifest.get("settings", {}).get("max_doc_chars", 1500))
+    try:
+        state = json.loads((path / "program.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"program.json is not JSON: {exc}", path=path / "program.json") from None
+    check_program_state(state, path=path / "program.json",
+                        fields={name: len(getattr(program, name).signature.fields) for name in STEP_NAMES})
     try:
         program.load(str(path / "program.json"))
     except (KeyError, ValueError, TypeError) as exc:
@@ -197,12 +220,19 @@ def load_artifact(path: str | Path) -> Artifact:
     return Artifact(path=path, program=program.freeze(), manifest=manifest)
 
 
+def sign(path: str | Path, key_env: str) -> Path:
+    """Verify an artifact and sign it with the team key in ``$key_env`` (writes signature.hmac-sha256)."""
+    load_artifact(path)
+    return sign_artifact(path, CHECKSUMS, key_env)
+
+
 def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
     rows = []
     for manifest_path in sorted(Path(root).glob("*/*/manifest.json")):
         try:
             m = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            check_manifest(m, path=manifest_path, steps=STEP_NAMES)
+        except (OSError, ValueError, ArtifactError):  # not an artifact, or a malformed one: `verify` says why
             continue
         loops = {h["name"]: h for h in m.get("history", [])}
         rows.append({

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "OpenAI-compatible server (e.g. hosted_vllm/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1); "
                         "default: the artifact's generator")
     p.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the server's key")
+    p.add_argument("--artifact-key-env", default=None, metavar="VAR",
+                   help="accept only an artifact signed with the team key in this environment variable "
+                        "(`syntra artifacts sign`)")
     p.add_argument("--encoder", default=None,
                    help="use this encoder instead of the artifact's (only when you mean to: records will differ)")
     p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                       chunk_size=args.chunk_size, concurrency=args.concurrency, generator=args.generator,
                       api_key_env=args.api_key_env, encoder=args.encoder, index_dir=args.index_dir,
                       retry_failed=args.retry_failed, retry_temperature=args.retry_temperature,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, artifact_key_env=args.artifact_key_env)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
         return 0

@@ -184,7 +184,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             concurrency: int = 4, generator: str | LMSpec | dspy.LM | None = None, api_key_env: str | None = None,
             encoder: str | Encoder | None = None, index_dir: str | Path | None = None, retry_failed: bool = False,
             retry_temperature: float = 0.7, progress: bool = True,
-            max_consecutive_errors: int | None = None) -> ProduceSummary:
+            max_consecutive_errors: int | None = None, artifact_key_env: str | None = None) -> ProduceSummary:
     """Run (or resume) production from a compiled artifact into the SQLite run store ``store``.
 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
@@ -192,12 +192,14 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     output stayed invalid (and partial ones) only with ``retry_failed``, sampled afresh at ``retry_temperature``
     (the artifact's temperature, usually 0, would give the same answers again). ``docs=None`` takes every document
     the diverse selection keeps. Raises ``ProductionAborted`` when ``max_consecutive_errors`` documents in a
-    row fail on the backend (default ``max(10, 2 * concurrency)``); what finished is kept.
+    row fail on the backend (default ``max(10, 2 * concurrency)``); what finished is kept. With
+    ``artifact_key_env``, only an artifact signed with the team key in that variable is accepted.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", field="concurrency")
     inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
-                         index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k, chunk_size=chunk_size)
+                         index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k, chunk_size=chunk_size,
+                         artifact_key_env=artifact_key_env)
     lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env)
     store_path = Path(store)
     run = _open_run(store_path, inputs, generator_info)
