@@ -74,11 +74,14 @@ def compile_task(
     settings: CompileSettings | None = None,
     lms: LMRoles | None = None,
     lm_overrides: dict[str, str] | None = None,
+    lm_timeout: float | None = None,
     encoder: str | None = None,
     index_dir: str | Path | None = None,
     optimizer_kwargs: dict[str, Any] | None = None,
 ) -> Artifact:
-    """Compile a task into a frozen, versioned synthesis program and return the loaded artifact."""
+    """Compile a task into a frozen, versioned synthesis program and return the loaded artifact.
+
+    ``lm_timeout`` (total seconds per request) overrides the task file's timeout for every served role."""
     started = time.perf_counter()
     source = str(task) if not isinstance(task, TaskSpec) else "<task>"
     spec = task if isinstance(task, TaskSpec) else load_task(task)
@@ -93,7 +96,7 @@ def compile_task(
     sample_ids, n_selected = sample_documents(corpus, index, pairs, settings)
     logger.info("compile %s: %d docs, %d selected, %d sampled for trials", spec.name, len(corpus), n_selected,
                 len(sample_ids))
-    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides)
+    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
     roles.prepare()
     meter = UsageMeter()
     optimizer = STRATEGIES[strategy](settings=settings, lms=roles, meter=meter, **(optimizer_kwargs or {}))

@@ -55,11 +55,29 @@ class TaskDefinition(_Strict):
         return self.query_language != self.document_language
 
 
+class LMTimeout(_Strict):
+    """How long one request to a served model may take: to connect, and in total (seconds).
+
+    ``total`` bounds the whole request, however slowly a server sends its answer; a request that runs out is
+    retried like any transient failure. Written as a number, it is the total (connect stays at most 10 s).
+    """
+
+    connect: float = Field(10.0, gt=0, allow_inf_nan=False)
+    total: float = Field(120.0, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_number(cls, value: object) -> object:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return {"total": value, "connect": min(10.0, value) if value > 0 else value}
+        return value
+
+
 class LMSpec(_Strict):
     """One LM role: a DSPy/LiteLLM model string (or 'embedded[:name]'), with an optional server address.
 
     Keys are read from the environment (``api_key_env``), never from the task file, so nothing secret
-    can end up in an artifact.
+    can end up in an artifact. ``timeout`` and ``retries`` bound every request to a served model.
     """
 
     model: str = "embedded"
@@ -67,6 +85,8 @@ class LMSpec(_Strict):
     api_key_env: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    timeout: LMTimeout | None = None
+    retries: int | None = Field(None, ge=0, le=20)
 
 
 class LMRolesSpec(_Strict):

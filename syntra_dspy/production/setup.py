@@ -155,11 +155,12 @@ def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
 
 
 def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.LM | None,
-                      api_key_env: str | None = None) -> tuple[dspy.LM, dict[str, Any]]:
+                      api_key_env: str | None = None, *, timeout: float | None = None,
+                      retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
     """The generator LM and its secret-free description: the artifact's (in-process) unless one is given.
 
-    A ``MODEL[@API_BASE]`` flag keeps the artifact's sampling settings; the key variable comes from the command
-    line only.
+    A ``MODEL[@API_BASE]`` flag keeps the artifact's sampling settings; the key variable, the timeout (total
+    seconds per request) and the retries come from the command line only.
     """
     if isinstance(generator, dspy.LM):
         return generator, describe_lm(generator, role="generator")
@@ -170,7 +171,11 @@ def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.L
         spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(manifest))
     else:
         spec = _artifact_generator(manifest)
-    if api_key_env:
-        spec = spec.model_copy(update={"api_key_env": api_key_env})
+    changes = {"api_key_env": api_key_env, "timeout": timeout, "retries": retries}
+    try:
+        spec = LMSpec.model_validate({**spec.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=str(first["loc"][0])) from None
     lm = build_lm(spec, role="generator")
     return lm, describe_lm(lm, role="generator", spec=spec)
