@@ -126,15 +126,42 @@ def parse_task(data: object, *, source: str = "<task>") -> TaskSpec:
         raise ConfigError(f"{first['msg']}{more}", path=source, field=_loc(first)) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error (YAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # an unhashable key is refused by the base loader
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {seen[key]})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> object:
+    """Parse a UTF-8 YAML file; bad encoding, bad syntax and duplicate keys are ConfigErrors with a line."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"not valid UTF-8 ({exc.reason} at byte {exc.start})", path=path, line=line,
+                          hint="save the file as UTF-8") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=path,
+                          line=(mark.line + 1) if mark else None) from None
+
+
 def load_task(path: str | Path) -> TaskSpec:
     """Read and validate a task YAML file; the corpus path is resolved relative to the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError("task file not found", path=path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=path,
-                          line=(mark.line + 1) if mark else None) from None
-    return parse_task(data, source=str(path)).resolve_paths(path.parent)
+    return parse_task(read_yaml(path), source=str(path)).resolve_paths(path.parent)

@@ -31,6 +31,7 @@ from syntra_dspy.production.records import (
     select_candidates,
 )
 from syntra_dspy.production.store import RunStore
+from syntra_dspy.redact import redact
 from syntra_dspy.signatures.types import label_class
 
 META_SUFFIX = ".meta.json"
@@ -272,11 +273,13 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
 
 
 def list_failures(store: str | Path) -> list[dict[str, Any]]:
-    """The failures that still stand (not superseded by a retry), in order, with their detail parsed."""
+    """The failures that still stand (not superseded by a retry), in order, with their detail parsed and any
+    credential in an address masked (a store written by an older version may hold one)."""
     with RunStore.open(store, readonly=True) as run:
         failures = run.failures(current=True)
     for failure in failures:
-        failure["detail"] = json.loads(failure["detail"]) if failure["detail"] else None
+        failure["error"] = redact(failure["error"] or "")
+        failure["detail"] = json.loads(redact(failure["detail"])) if failure["detail"] else None
     return failures
 
 
