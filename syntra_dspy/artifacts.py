@@ -171,10 +171,7 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
         if _sha256(file.read_bytes()) != digest:
             raise ArtifactError("checksum mismatch: the file was changed after compile", path=file,
                                 hint="recompile, or restore the artifact from where it was published")
-    try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"manifest is not JSON: {exc}", path=path / "manifest.json") from None
+    manifest = _read_json(path / "manifest.json")
     if not isinstance(manifest, dict):
         raise ArtifactError(f"manifest must be a JSON object, got {type(manifest).__name__}",
                             path=path / "manifest.json")
@@ -195,16 +192,20 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
     return manifest
 
 
+def _read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{file.name} is not JSON: {exc}", path=file) from None
+
+
 def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
     """Verify, check that program.json holds only instructions and components, rebuild the program from code
     plus program.json, check its prompts, and freeze it. ``key_env`` also requires a team signature."""
     path = Path(path)
     manifest = verify_artifact(path, key_env=key_env)
     program = SynthesisProgram(max_doc_chars=manifest.get("settings", {}).get("max_doc_chars", 1500))
-    try:
-        state = json.loads((path / "program.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"program.json is not JSON: {exc}", path=path / "program.json") from None
+    state = _read_json(path / "program.json")
     check_program_state(state, path=path / "program.json",
                         fields={name: len(getattr(program, name).signature.fields) for name in STEP_NAMES})
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from syntra_dspy.cli import main
@@ -13,26 +15,26 @@ from syntra_dspy.task import load_task
 from helpers import MINI_TASK, scripted_roles
 
 
+def refused_before_any_lm_call(tmp_path: Path, match: str, *, task=MINI_TASK, out: Path | None = None) -> None:
+    """Compile must raise a ConfigError matching ``match`` without a single LM call."""
+    roles, brain = scripted_roles()
+    with pytest.raises(ConfigError, match=match):
+        compile_task(task, out=out or tmp_path / "artifacts", lms=roles, index_dir=tmp_path / "index",
+                     settings=CompileSettings(sample_docs=2, selection_target=10))
+    assert brain.calls == {}
+
+
 def test_compile_out_that_is_a_file_fails_before_any_lm_call(tmp_path):
     out = tmp_path / "artifacts"
     out.write_text("a file, not a folder", encoding="utf-8")
-    roles, brain = scripted_roles()
-    with pytest.raises(ConfigError, match="not a folder"):
-        compile_task(MINI_TASK, out=out, lms=roles, index_dir=tmp_path / "index",
-                     settings=CompileSettings(sample_docs=2, selection_target=10))
-    assert brain.calls == {}
+    refused_before_any_lm_call(tmp_path, "not a folder", out=out)
     assert out.read_text(encoding="utf-8") == "a file, not a folder"
 
 
 def test_compile_task_folder_that_is_a_file_fails_before_any_lm_call(tmp_path):
-    out = tmp_path / "artifacts"
-    out.mkdir()
-    (out / "mini").write_text("in the way", encoding="utf-8")
-    roles, brain = scripted_roles()
-    with pytest.raises(ConfigError, match="not a folder"):
-        compile_task(MINI_TASK, out=out, lms=roles, index_dir=tmp_path / "index",
-                     settings=CompileSettings(sample_docs=2, selection_target=10))
-    assert brain.calls == {}
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "mini").write_text("in the way", encoding="utf-8")
+    refused_before_any_lm_call(tmp_path, "not a folder")
 
 
 def test_overlong_task_name_fails_before_any_lm_call(tmp_path):
@@ -42,20 +44,14 @@ def test_overlong_task_name_fails_before_any_lm_call(tmp_path):
                     encoding="utf-8")
     with pytest.raises(ConfigError, match="name"):
         load_task(task)
-    roles, brain = scripted_roles()
     spec = load_task(MINI_TASK).model_copy(update={"name": "n" * 300})  # built in code, not validated by pydantic
-    with pytest.raises(ConfigError, match="name"):
-        compile_task(spec, out=tmp_path / "artifacts", lms=roles, index_dir=tmp_path / "index",
-                     settings=CompileSettings(sample_docs=2, selection_target=10))
-    assert brain.calls == {}
+    refused_before_any_lm_call(tmp_path, "name", task=spec)
 
 
 def test_task_name_with_path_characters_is_refused(tmp_path):
-    roles, brain = scripted_roles()
     spec = load_task(MINI_TASK).model_copy(update={"name": "../escape"})
-    with pytest.raises(ConfigError, match="name"):
-        compile_task(spec, out=tmp_path / "artifacts", lms=roles, index_dir=tmp_path / "index")
-    assert brain.calls == {} and not (tmp_path / "escape").exists()
+    refused_before_any_lm_call(tmp_path, "name", task=spec)
+    assert not (tmp_path / "escape").exists()
 
 
 @pytest.mark.parametrize("flag, value", [("--max-attempts", "-1"), ("--sample-docs", "0"),

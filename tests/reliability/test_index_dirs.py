@@ -61,13 +61,19 @@ def test_index_dir_that_is_a_file_is_refused(minilm, tmp_path):
     assert file.read_text(encoding="utf-8") == "not a folder"
 
 
-def test_index_folder_with_a_foreign_file_added_is_not_deleted(minilm, tmp_path):
+def stale_index(minilm, folder: Path):
+    """An index folder the index wrote, made stale (its fingerprint no longer matches): it would be rebuilt."""
     corpus = read_corpus(MINI_CORPUS)
-    folder = tmp_path / "index"
     CorpusIndex.load_or_build(corpus, minilm, folder, progress=False)
     meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    meta["fingerprint"] = "0" * 64  # stale: would be rebuilt
+    meta["fingerprint"] = "0" * 64
     (folder / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    return corpus
+
+
+def test_index_folder_with_a_foreign_file_added_is_not_deleted(minilm, tmp_path):
+    folder = tmp_path / "index"
+    corpus = stale_index(minilm, folder)
     (folder / "notes.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(ConfigError, match="notes.txt"):
         CorpusIndex.load_or_build(corpus, minilm, folder, progress=False)
@@ -75,12 +81,8 @@ def test_index_folder_with_a_foreign_file_added_is_not_deleted(minilm, tmp_path)
 
 
 def test_a_stale_index_the_index_wrote_is_still_rebuilt(minilm, tmp_path):
-    corpus = read_corpus(MINI_CORPUS)
     folder = tmp_path / "index"
-    CorpusIndex.load_or_build(corpus, minilm, folder, progress=False)
-    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    meta["fingerprint"] = "0" * 64
-    (folder / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    corpus = stale_index(minilm, folder)
     index = CorpusIndex.load_or_build(corpus, minilm, folder, progress=False)
     assert json.loads((folder / META_FILE).read_text(encoding="utf-8"))["fingerprint"] == index.fingerprint
     empty = tmp_path / "empty"
