@@ -39,7 +39,8 @@ from syntra_dspy.production.setup import (
     load_inputs,
     resolve_generator,
 )
-from syntra_dspy.production.store import RunStore, check_compatible, storage_error
+from syntra_dspy.production.store import RunStore, check_compatible
+from syntra_dspy.production.store_file import storage_error
 from syntra_dspy.production.units import DocumentResult
 from syntra_dspy.retrieval import IndexCandidates
 from syntra_dspy.selection import select_diverse

@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from syntra_dspy.errors import ConfigError, SyntraError
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.production.store_file import StoreError, StoreLock, check_schema, probe, writable_path
 from syntra_dspy.production.units import DocumentResult
 
 SCHEMA_VERSION = 1
@@ -66,101 +66,14 @@ CREATE INDEX documents_status ON documents (status, position);
 """
 
 
-class StoreError(SyntraError):
-    """The run store is unreadable, from another schema, locked, or was asked to do something unsafe."""
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-class _Lock:
-    """An exclusive ``flock`` on the database file itself (its real path, symlinks resolved).
-
-    Locking the file, not a ``<store>.lock`` beside it, means neither a second path to the same store (a
-    symlink, ``..``) nor deleting a lock file lets a second producer in. The OS drops the lock when the process
-    dies, even by ``kill -9``. On Linux flock and SQLite's own (POSIX ``fcntl``) locks are independent; the
-    descriptor is closed only after the writer's SQLite connection. On BSD and macOS the two kinds of lock
-    interact, so there a ``<real path>.lock`` file is locked instead (symlink-proof, not deletion-proof).
-    """
-
-    def __init__(self, store: Path) -> None:
-        self.store = store
-        self.path = store if sys.platform.startswith("linux") else store.with_name(store.name + ".lock")
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory lock; one producer per store is then the user's job
-            return
-        fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise StoreError("another `syntra produce` is writing to this store", path=self.store,
-                             hint="wait for it to finish, or stop it; a killed run releases the lock") from None
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def _writable_path(path: Path) -> Path:
-    """The real file a writer would open: symlinks resolved, and a directory or special file refused."""
-    real = Path(os.path.realpath(path))
-    if real.exists() and not real.is_file():
-        raise StoreError("the run store path exists and is not a file", path=path,
-                         hint="pass --store a file path, e.g. runs/run.db")
-    return real
-
-
-def _probe(path: Path) -> None:
-    """Check, read-only, that an existing non-empty file is one of our run stores before anything writes to it
-    (opening it for writing would already switch a foreign SQLite file to WAL mode)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-    try:
-        check_schema(conn, path)
-    finally:
-        conn.close()
-
-
-def check_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse a file that is not a run store of this schema (a text file, another program's SQLite file)."""
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        kind = None
-        if "meta" in tables:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
-            kind = json.loads(row[0]) if row else None
-    except (sqlite3.DatabaseError, ValueError) as exc:
-        raise StoreError(f"not a run store: {exc}", path=path,
-                         hint="pass --store a new file, or a run store written by `syntra produce`") from None
-    if kind != KIND:
-        raise StoreError(f"not a syntra-dspy run store (kind={kind!r})", path=path,
-                         hint="pass --store a new file; this one was left unchanged")
-    if version != SCHEMA_VERSION:
-        raise StoreError(f"unsupported run-store schema {version} (this syntra-dspy reads {SCHEMA_VERSION})",
-                         path=path, hint="use the syntra-dspy version that wrote it")
-
-
-def storage_error(exc: sqlite3.Error, path: Path) -> StoreError:
-    """A failed write as an error that says what happened and what to do (SQLite rolled the write back)."""
-    text = str(exc)
-    what = "the disk is full" if "full" in text.lower() else "the run store could not be written"
-    return StoreError(f"{what} (SQLite: {text}); the document being written was not stored", path=path,
-                      hint="free some space or fix the file system, then rerun the same command; "
-                           "finished documents are kept")
 
 
 class RunStore:
     """A production run on disk. ``RunStore.open(path)`` to write, ``RunStore.open(path, readonly=True)`` to read."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, lock: _Lock | None) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock: StoreLock | None) -> None:
         self.path, self._conn, self._lock = path, conn, lock
 
     # ── opening ──
@@ -176,13 +89,13 @@ class RunStore:
             store = cls(path, conn, None)
             store._check_schema()
             return store
-        real = _writable_path(path)
+        real = writable_path(path)
         real.parent.mkdir(parents=True, exist_ok=True)
-        lock = _Lock(real)
+        lock = StoreLock(real)
         lock.acquire()
         try:
             if real.stat().st_size:
-                _probe(real)  # before the WAL switch below: a foreign file is refused untouched
+                probe(real, kind=KIND)  # before the WAL switch below: a foreign file is refused untouched
             conn = sqlite3.connect(str(real), isolation_level=None, timeout=30.0)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")  # a committed document survives power loss, not only kill -9
@@ -202,7 +115,7 @@ class RunStore:
             raise
 
     def _check_schema(self) -> None:
-        check_schema(self._conn, self.path)
+        check_schema(self._conn, self.path, kind=KIND, version=SCHEMA_VERSION)
 
     def close(self) -> None:
         self._conn.close()
