@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -20,8 +21,11 @@ from typing import Any
 
 import dspy
 
-from syntra_dspy.errors import ArtifactError
-from syntra_dspy.programs.synthesis import STEP_NAMES, SynthesisProgram, step_adapter
+from syntra_dspy.artifact_checks import check_folder, check_folder_name, check_manifest, check_program_state
+from syntra_dspy.errors import ArtifactError, ConfigError
+from syntra_dspy.programs.synthesis import LATER_STEPS, STEP_NAMES, SynthesisProgram, step_adapter
+from syntra_dspy.signing import SIGNATURE, check_signature, sign_artifact
+from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +33,7 @@ SCHEMA_VERSION = 1
 KIND = "syntra-dspy/synthesis-program"
 CHECKSUMS = "checksums.sha256"
 PAYLOAD = ("program.json", "manifest.json")
+ALLOWED_FILES = frozenset({*PAYLOAD, CHECKSUMS, SIGNATURE})
 # Manifest keys that describe *how long* or *when*, not *what*: left out of the version id.
 _VOLATILE = {"version", "created_at", "seconds", "usage", "history"}
 
@@ -87,6 +92,30 @@ class Artifact:
         return _sha256((self.path / CHECKSUMS).read_bytes())
 
 
+def check_artifact_root(root: str | Path, task: str) -> Path:
+    """Make sure a new version of ``task`` can be written under ``root``, before any compile work is spent:
+    the task name is a plain folder name, ``root`` and ``root/task`` are (or can be made) writable folders.
+    Returns ``root/task``."""
+    if not isinstance(task, str) or len(task) > TASK_NAME_MAX or not re.fullmatch(TASK_NAME_PATTERN, task):
+        raise ConfigError(f"task name {str(task)[:40]!r}{'…' if len(str(task)) > 40 else ''} cannot be a folder name",
+                          field="name", hint=f"use up to {TASK_NAME_MAX} letters, digits, '_', '.' or '-', "
+                                             "starting with a letter or digit")
+    root = Path(root)
+    folder = root / task
+    for path in (root, folder):
+        if path.exists() and not path.is_dir():
+            raise ConfigError("exists and is not a folder; artifacts go in a folder", path=path, field="out",
+                              hint="give --out a folder (default: artifacts/)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder))
+        probe.rmdir()
+    except OSError as exc:
+        raise ConfigError(f"cannot write artifacts here: {exc.strerror}", path=folder, field="out",
+                          hint="give --out a folder you can write to") from None
+    return folder
+
+
 def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str | Path) -> Path:
     """Write a new version atomically and return its directory; an existing version is never overwritten."""
     root = Path(root)
@@ -115,11 +144,17 @@ def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify_artifact(path: str | Path) -> dict[str, Any]:
-    """Check checksums, schema and version id; return the manifest. Raises ArtifactError naming the problem."""
+def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str, Any]:
+    """Check the folder, checksums, schema, manifest shape and version id; return the manifest. With ``key_env``
+    also the team signature (see :mod:`syntra_dspy.signing`). Raises ArtifactError naming the problem.
+
+    This proves integrity (the files were written together by some compile and not changed since), not
+    authorship: anyone with this package can produce a consistent artifact. Only a signature says who.
+    """
     path = Path(path)
     if not (path / CHECKSUMS).is_file():
         raise ArtifactError("not an artifact directory (no checksums.sha256)", path=path)
+    check_folder(path, ALLOWED_FILES)
     listed: dict[str, str] = {}
     for n, line in enumerate((path / CHECKSUMS).read_text(encoding="utf-8").splitlines(), 1):
         digest, sep, name = line.partition("  ")
@@ -135,10 +170,10 @@ def verify_artifact(path: str | Path) -> dict[str, Any]:
         if _sha256(file.read_bytes()) != digest:
             raise ArtifactError("checksum mismatch: the file was changed after compile", path=file,
                                 hint="recompile, or restore the artifact from where it was published")
-    try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"manifest is not JSON: {exc}", path=path / "manifest.json") from None
+    manifest = _read_json(path / "manifest.json")
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"manifest must be a JSON object, got {type(manifest).__name__}",
+                            path=path / "manifest.json")
     if manifest.get("kind") != KIND:
         raise ArtifactError(f"not a synthesis-program artifact (kind={manifest.get('kind')!r})",
                             path=path / "manifest.json", field="kind")
@@ -146,17 +181,33 @@ def verify_artifact(path: str | Path) -> dict[str, Any]:
         raise ArtifactError(f"unsupported schema_version {manifest.get('schema_version')!r} "
                             f"(this syntra-dspy reads {SCHEMA_VERSION})", path=path / "manifest.json",
                             field="schema_version")
+    check_manifest(manifest, path=path / "manifest.json", steps=STEP_NAMES, added=LATER_STEPS)
     expected = compute_version((path / "program.json").read_bytes(), manifest)
     if manifest.get("version") != expected:
         raise ArtifactError("version id does not match the content", path=path / "manifest.json", field="version")
+    check_folder_name(path, manifest["version"])
+    if key_env is not None:
+        check_signature(path, CHECKSUMS, key_env)
     return manifest
 
 
-def load_artifact(path: str | Path) -> Artifact:
-    """Verify, rebuild the program from code plus program.json, check its prompts, and freeze it."""
+def _read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{file.name} is not JSON: {exc}", path=file) from None
+
+
+def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
+    """Verify, check that program.json holds only instructions and components, rebuild the program from code
+    plus program.json, check its prompts, and freeze it. ``key_env`` also requires a team signature."""
     path = Path(path)
-    manifest = verify_artifact(path)
+    manifest = verify_artifact(path, key_env=key_env)
     program = SynthesisProgram(max_doc_chars=manifest.get("settings", {}).get("max_doc_chars", 1500))
+    state = _read_json(path / "program.json")
+    check_program_state(state, path=path / "program.json",
+                        fields={name: len(getattr(program, name).signature.fields) for name in STEP_NAMES},
+                        added=LATER_STEPS)
     try:
         program.load(str(path / "program.json"))
     except (KeyError, ValueError, TypeError) as exc:
@@ -170,12 +221,19 @@ def load_artifact(path: str | Path) -> Artifact:
     return Artifact(path=path, program=program.freeze(), manifest=manifest)
 
 
+def sign(path: str | Path, key_env: str) -> Path:
+    """Verify an artifact and sign it with the team key in ``$key_env`` (writes signature.hmac-sha256)."""
+    load_artifact(path)
+    return sign_artifact(path, CHECKSUMS, key_env)
+
+
 def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
     rows = []
     for manifest_path in sorted(Path(root).glob("*/*/manifest.json")):
         try:
             m = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            check_manifest(m, path=manifest_path, steps=STEP_NAMES, added=LATER_STEPS)
+        except (OSError, ValueError, ArtifactError):  # not an artifact, or a malformed one: `verify` says why
             continue
         loops = {h["name"]: h for h in m.get("history", [])}
         rows.append({

@@ -15,7 +15,7 @@ from typing import Any
 import dspy
 
 from syntra_dspy import __version__
-from syntra_dspy.artifacts import Artifact, canonical_json, load_artifact, save_artifact
+from syntra_dspy.artifacts import Artifact, canonical_json, check_artifact_root, load_artifact, save_artifact
 from syntra_dspy.corpus import Corpus, read_corpus
 from syntra_dspy.encoder import DEFAULT_ENCODER, load_encoder
 from syntra_dspy.errors import ConfigError
@@ -74,17 +74,21 @@ def compile_task(
     settings: CompileSettings | None = None,
     lms: LMRoles | None = None,
     lm_overrides: dict[str, str] | None = None,
+    lm_timeout: float | None = None,
     encoder: str | None = None,
     index_dir: str | Path | None = None,
     optimizer_kwargs: dict[str, Any] | None = None,
 ) -> Artifact:
-    """Compile a task into a frozen, versioned synthesis program and return the loaded artifact."""
+    """Compile a task into a frozen, versioned synthesis program and return the loaded artifact.
+
+    ``lm_timeout`` (total seconds per request) overrides the task file's timeout for every served role."""
     started = time.perf_counter()
     source = str(task) if not isinstance(task, TaskSpec) else "<task>"
     spec = task if isinstance(task, TaskSpec) else load_task(task)
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
     settings = settings or CompileSettings()
+    check_artifact_root(out, spec.name)  # a bad --out or task name fails now, not after all the LM work
     corpus = read_corpus(spec.corpus.path, spec.corpus.format)
     pairs = resolve_examples(spec, corpus, source=source)
     enc = load_encoder(encoder or DEFAULT_ENCODER)
@@ -92,7 +96,7 @@ def compile_task(
     sample_ids, n_selected = sample_documents(corpus, index, pairs, settings)
     logger.info("compile %s: %d docs, %d selected, %d sampled for trials", spec.name, len(corpus), n_selected,
                 len(sample_ids))
-    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides)
+    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
     roles.prepare()
     meter = UsageMeter()
     optimizer = STRATEGIES[strategy](settings=settings, lms=roles, meter=meter, **(optimizer_kwargs or {}))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,21 @@ def _json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                                 hint="each line must be one JSON object; is the corpus format right?")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _encodable(value: str, path: Path, lineno: int, key: str) -> str:
+    """JSON's ``\\ud800`` escapes decode to lone surrogates, which cannot be written as UTF-8 (they would
+    crash fingerprinting and every file the text reaches): refuse them here, where the line is known."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"contains a lone surrogate ({value[exc.start]!r} at character {exc.start}), which is "
+                         "not valid Unicode text", path=path, line=lineno, field=key,
+                         hint="fix the \\uD8xx-\\uDFxx escape in this line") from None
+    return value
+
+
 def _id(obj: dict[str, Any], key: str, path: Path, lineno: int) -> str:
     if key not in obj:
         raise InputError("missing document id", path=path, line=lineno, field=key,
@@ -165,10 +181,13 @@ def _id(obj: dict[str, Any], key: str, path: Path, lineno: int) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"document id must be a string, got {type(value).__name__}", path=path,
                          line=lineno, field=key)
-    value = str(value).strip()
+    value = _encodable(str(value), path, lineno, key).strip()
     if not value:
         raise InputError("empty document id", path=path, line=lineno, field=key,
                          hint=f"every line needs a non-empty {key!r}")
+    if _CONTROL.search(value):
+        raise InputError(f"document id {value!r} contains a control character (newline, tab, ...)", path=path,
+                         line=lineno, field=key, hint="ids are written one per line in runs, qrels and TSV files")
     return value
 
 
@@ -180,7 +199,7 @@ def _str(obj: dict[str, Any], key: str, path: Path, lineno: int, *, required: bo
         return ""
     if not isinstance(value, str):
         raise InputError(f"expected a string, got {type(value).__name__}", path=path, line=lineno, field=key)
-    return value
+    return _encodable(value, path, lineno, key)
 
 
 def _read_beir(path: Path) -> Iterator[tuple[int, Document]]:
@@ -200,6 +219,8 @@ def _read_neuclir(path: Path) -> Iterator[tuple[int, Document]]:
         kws = obj.get("keywords")
         if kws is not None and not (isinstance(kws, list) and all(isinstance(k, str) for k in kws)):
             raise InputError("expected a list of strings", path=path, line=lineno, field="keywords")
+        for keyword in kws or ():
+            _encodable(keyword, path, lineno, "keywords")
         for key in ("category", "discipline"):
             _str(obj, key, path, lineno)
         _nonempty(title, abstract, path, lineno, "abstract")
@@ -232,6 +253,9 @@ def _read_tsv(path: Path) -> Iterator[tuple[int, Document]]:
         doc_id = cols[0].strip()
         if not doc_id:
             raise InputError("empty document id", path=path, line=lineno, field="id")
+        if _CONTROL.search(doc_id):
+            raise InputError(f"document id {doc_id!r} contains a control character", path=path, line=lineno,
+                             field="id")
         title, text = (cols[1], cols[2]) if ncols == 3 else ("", cols[1])
         _nonempty(title, text, path, lineno, "text")
         yield lineno, Document(doc_id, title, text)

@@ -185,8 +185,32 @@ def _cached_folder(model: Any) -> Path | None:
     return Path(folder) if folder and Path(folder).is_dir() else None
 
 
+def check_device(device: str | None) -> None:
+    """Refuse a torch device this machine does not have (``cuda`` without CUDA, ``cuda:3`` with one GPU, a typo)
+    before any model is loaded; None (automatic) is always fine."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"unknown torch device {device!r}", field="device",
+                          hint="use cpu, cuda, cuda:N or mps, or leave it out to choose automatically") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"CUDA is not available on this machine (--device {device})", field="device",
+                              hint="use --device cpu, or install a CUDA build of torch on a machine with a GPU")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"there is no {device}: this machine has {torch.cuda.device_count()} CUDA device(s)",
+                              field="device")
+    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError("Apple MPS is not available on this machine", field="device", hint="use --device cpu")
+
+
 def load_encoder(name_or_path: str | None = None, *, device: str | None = None) -> Encoder:
     """Load an encoder by name or folder; the default is the bundled all-MiniLM-L6-v2 (no download)."""
+    check_device(device)
     name, source = _resolve(name_or_path or DEFAULT_ENCODER)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

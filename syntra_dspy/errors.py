@@ -75,8 +75,49 @@ class LMCallError(SyntraError):
         super().__init__(message, **kw)
 
 
+class CallCancelled(LMCallError):
+    """An LM call was abandoned before it was made or finished: the run is stopping (a second Ctrl-C, or an
+    error that every further call would repeat). Nothing is recorded for it; a rerun makes it again."""
+
+    def __init__(self, reason: str = "the run is stopping") -> None:
+        super().__init__(f"the LM call was abandoned: {reason}", retryable=False)
+
+
+def stops_run(err: BaseException) -> bool:
+    """True for errors after which a production run must stop without recording the document: a fatal
+    backend error, or a call abandoned because of one (or of a second Ctrl-C)."""
+    return isinstance(err, CallCancelled) or is_fatal_backend_error(err)
+
+
+class RunAbandoned(KeyboardInterrupt):
+    """A second Ctrl-C: the calls in flight were abandoned; everything already committed is kept."""
+
+
+def is_fatal_backend_error(err: BaseException) -> bool:
+    """True when every further call to the backend would fail the same way, so a run must stop at once:
+    authentication (401/403), billing, an unknown model or a configuration error, and protocol errors (a
+    successful HTTP status whose body is not a model answer, e.g. an HTML page from a proxy)."""
+    try:
+        from dspy.utils import exceptions as dspy_errors
+    except ImportError:  # pragma: no cover - DSPy is a dependency
+        return False
+    fatal = tuple(getattr(dspy_errors, name) for name in (
+        "LMAuthError", "LMBillingError", "LMNotConfiguredError", "LMConfigurationError", "LMUnsupportedModelError")
+        if hasattr(dspy_errors, name))
+    if isinstance(err, fatal):
+        return True
+    status = getattr(err, "status", None)
+    if status in (401, 403):
+        return True
+    provider_error = getattr(dspy_errors, "LMProviderError", None)
+    return provider_error is not None and type(err) is provider_error and isinstance(status, int) \
+        and 200 <= status < 300
+
+
 def is_retryable(err: BaseException) -> bool:
     """True when repeating the same call may succeed (transient backend failures, bad LM output)."""
+    if is_fatal_backend_error(err):
+        return False
     if isinstance(err, LMCallError):
         return err.retryable
     if isinstance(err, LMOutputError):

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+KIND = "syntra-corpus-index"  # the marker in meta.json: only a folder that carries it is ever replaced
 INDEX_FILE, IDS_FILE, VECTORS_FILE, META_FILE = "index.faiss", "ids.json", "vectors.npy", "meta.json"
+_FILES = frozenset({INDEX_FILE, IDS_FILE, VECTORS_FILE, META_FILE})
 _GPU_MAX_K = 2048
 _ENCODE_CHUNK = 1024  # texts per encoder call: large enough for length bucketing, small enough for progress
 
@@ -152,6 +154,7 @@ class CorpusIndex:
             else:
                 logger.info("reusing index %s (%d docs, fingerprint %s)", index_dir, len(index), wanted[:12])
                 return index
+        check_replaceable(index_dir)  # before encoding: a folder we may not replace fails at once
         logger.info("building index in %s: %s", index_dir, reason)
         index = cls.build(corpus, encoder, batch_size=batch_size, progress=progress)
         index.save(index_dir)
@@ -163,6 +166,7 @@ class CorpusIndex:
         """Write the four files to a temporary folder and swap it into place atomically."""
         faiss = _faiss()
         index_dir = Path(index_dir)
+        check_replaceable(index_dir)
         index_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.tmp-", dir=index_dir.parent))
         try:
@@ -171,7 +175,7 @@ class CorpusIndex:
             (tmp / IDS_FILE).write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf-8")
             meta = {
                 "schema_version": SCHEMA_VERSION,
-                "kind": "syntra-corpus-index",
+                "kind": KIND,
                 "fingerprint": self.fingerprint,
                 "encoder_id": self.encoder_id,
                 "dims": self.dim,
@@ -276,6 +280,32 @@ def _stale_reason(index_dir: Path, wanted: str) -> str | None:
     if missing:
         return f"missing {', '.join(missing)}"
     return None
+
+
+def check_replaceable(index_dir: Path) -> None:
+    """Refuse to replace anything but a folder this module wrote: only index files in it, and a ``meta.json``
+    with the index marker and a fingerprint. An empty or missing folder is fine. Raises ConfigError."""
+    hint = "give --index-dir a new or empty folder (the default is .syntra/index/<fingerprint>)"
+    if index_dir.is_symlink():
+        raise ConfigError("is a symlink; refusing to replace it", path=index_dir, field="index_dir", hint=hint)
+    if not index_dir.exists():
+        return
+    if not index_dir.is_dir():
+        raise ConfigError("exists and is not a folder; refusing to replace it", path=index_dir, field="index_dir",
+                          hint=hint)
+    names = sorted(p.name for p in index_dir.iterdir())
+    if not names:
+        return
+    foreign = [n for n in names if n not in _FILES]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ConfigError(f"is not an index folder (it holds {shown}); refusing to delete it", path=index_dir,
+                          field="index_dir", hint=hint)
+    meta = _read_meta(index_dir)
+    if meta is None or meta.get("kind") != KIND or not isinstance(meta.get("fingerprint"), str):
+        raise ConfigError("is not an index folder (no index marker and fingerprint in meta.json); refusing to "
+                          "delete it", path=index_dir, field="index_dir",
+                          hint="if it is an old index, delete it yourself; or " + hint)
 
 
 def _swap_into_place(tmp: Path, target: Path) -> None:

@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from syntra_dspy.errors import ConfigError
 
 CorpusFormat = Literal["beir", "neuclir", "tsv"]
+#: A task name is a folder name under the artifact root: letters, digits, ``_.-``, short enough for any file system.
+TASK_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+TASK_NAME_MAX = 100
 
 
 class _Strict(BaseModel):
@@ -52,11 +55,29 @@ class TaskDefinition(_Strict):
         return self.query_language != self.document_language
 
 
+class LMTimeout(_Strict):
+    """How long one request to a served model may take: to connect, and in total (seconds).
+
+    ``total`` bounds the whole request, however slowly a server sends its answer; a request that runs out is
+    retried like any transient failure. Written as a number, it is the total (connect stays at most 10 s).
+    """
+
+    connect: float = Field(10.0, gt=0, allow_inf_nan=False)
+    total: float = Field(120.0, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_number(cls, value: object) -> object:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return {"total": value, "connect": min(10.0, value) if value > 0 else value}
+        return value
+
+
 class LMSpec(_Strict):
     """One LM role: a DSPy/LiteLLM model string (or 'embedded[:name]'), with an optional server address.
 
     Keys are read from the environment (``api_key_env``), never from the task file, so nothing secret
-    can end up in an artifact.
+    can end up in an artifact. ``timeout`` and ``retries`` bound every request to a served model.
     """
 
     model: str = "embedded"
@@ -64,6 +85,8 @@ class LMSpec(_Strict):
     api_key_env: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    timeout: LMTimeout | None = None
+    retries: int | None = Field(None, ge=0, le=20)
 
 
 class LMRolesSpec(_Strict):
@@ -73,7 +96,7 @@ class LMRolesSpec(_Strict):
 
 
 class TaskSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="used as the artifact folder name")
+    name: str = Field(pattern=TASK_NAME_PATTERN, max_length=TASK_NAME_MAX, description="used as the artifact folder name")
     corpus: CorpusSpec
     examples: list[Example] = Field(min_length=3, max_length=8)
     task_definition: TaskDefinition | None = None
@@ -103,15 +126,42 @@ def parse_task(data: object, *, source: str = "<task>") -> TaskSpec:
         raise ConfigError(f"{first['msg']}{more}", path=source, field=_loc(first)) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error (YAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # an unhashable key is refused by the base loader
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {seen[key]})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> object:
+    """Parse a UTF-8 YAML file; bad encoding, bad syntax and duplicate keys are ConfigErrors with a line."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"not valid UTF-8 ({exc.reason} at byte {exc.start})", path=path, line=line,
+                          hint="save the file as UTF-8") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=path,
+                          line=(mark.line + 1) if mark else None) from None
+
+
 def load_task(path: str | Path) -> TaskSpec:
     """Read and validate a task YAML file; the corpus path is resolved relative to the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError("task file not found", path=path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=path,
-                          line=(mark.line + 1) if mark else None) from None
-    return parse_task(data, source=str(path)).resolve_paths(path.parent)
+    return parse_task(read_yaml(path), source=str(path)).resolve_paths(path.parent)

@@ -203,7 +203,8 @@ def test_downstream_produces_trains_and_evaluates_each_strategy(tmp_path, monkey
     shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
     roles, _ = scripted_roles()
     options = DownstreamOptions(dataset=f"beir:{tmp_path / 'eval'}:test", docs=4,
-                                train=TrainConfig(max_steps=1, batch_size=4, num_negatives=1))
+                                # one step moves the weights only without warmup (a warmup step runs at lr 0)
+                                train=TrainConfig(max_steps=1, batch_size=4, num_negatives=1, warmup_ratio=0.0))
     result = compare_strategies(MINI_TASK, strategies="none,self-improve", out=tmp_path / "out", lms=roles,
                                 index_dir=tmp_path / "index", settings=SETTINGS,
                                 heldout=HeldoutOptions(docs=2, qrels=qrels), downstream=options, chart=False)

@@ -134,7 +134,7 @@ def test_hf_format_loads_with_load_from_disk_and_the_training_loader(store, tmp_
     data = load_training_data(tmp_path / "hf")
     assert len(data) == 3 and data.provenance()["artifact_version"] == "v123"
     assert data.provenance()["artifact_checksum"] == "c456"
-    export_records(store, tmp_path / "hf", format="hf", num_negatives=1)  # replaces an earlier export
+    export_records(store, tmp_path / "hf", format="hf", num_negatives=1, overwrite=True)  # replaces an earlier export
     assert load_from_disk(str(tmp_path / "hf"))[0]["neg_ids"] == ["b"]
 
 

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from syntra_dspy.errors import SyntraError
+from syntra_dspy.errors import RunAbandoned, SyntraError
 
 # Subcommand modules, in the order `syntra --help` lists them.
 _COMMANDS = ("index", "compile", "artifacts", "produce", "export", "train", "eval", "compare")
@@ -41,13 +41,24 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    from syntra_dspy.redact import RedactingFilter, redact
+
+    for handler in logging.getLogger().handlers:  # no credential in an address reaches the terminal or a log
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     try:
         return int(args.func(args) or 0)
     except SyntraError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted", file=sys.stderr)
+        if isinstance(exc, RunAbandoned):
+            # A second Ctrl-C: the store is closed and everything committed is kept. Worker threads may still
+            # sit in a call (an in-process model cannot be interrupted); exit without waiting for them.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         return 130
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 
 def positive_int(value: str) -> int:
@@ -24,3 +25,29 @@ def positive_int_or_all(value: str) -> int | None:
         return positive_int(value)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {value!r}") from None
+
+
+def _finite(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+    return number
+
+
+def positive_seconds(value: str) -> float:
+    """argparse type: a finite number of seconds above 0."""
+    number = _finite(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return number
+
+
+def temperature(value: str) -> float:
+    """argparse type: a sampling temperature from 0 to 2 (``nan`` and ``inf`` are refused)."""
+    number = _finite(value)
+    if not 0 <= number <= 2:
+        raise argparse.ArgumentTypeError(f"expected a temperature from 0 to 2, got {value!r}")
+    return number

@@ -18,9 +18,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("path")
     show.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     show.set_defaults(func=_show)
-    verify = sub.add_parser("verify", help="check checksums, schema, version id and rendered prompts")
+    verify = sub.add_parser("verify", help="check checksums, schema, version id and rendered prompts (integrity); "
+                                           "with --key-env also the team signature (who approved it)")
     verify.add_argument("path")
+    verify.add_argument("--key-env", metavar="VAR", default=None,
+                        help="also require a signature made with the team key in this environment variable")
     verify.set_defaults(func=_verify)
+    sign = sub.add_parser("sign", help="verify an artifact and sign it (HMAC-SHA256) with the team key in $VAR")
+    sign.add_argument("path")
+    sign.add_argument("--key-env", metavar="VAR", required=True, help="environment variable holding the team key")
+    sign.set_defaults(func=_sign)
     diff = sub.add_parser("diff", help="instruction changes between two versions, or between two attempts of a loop")
     diff.add_argument("a", help="artifact directory")
     diff.add_argument("b", nargs="?", help="second artifact directory (omit with --loop)")
@@ -59,8 +66,16 @@ def _show(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from syntra_dspy.artifacts import load_artifact
 
-    artifact = load_artifact(args.path)
-    print(f"ok: {artifact.task}/{artifact.version} (checksum {artifact.checksum[:16]}…)")
+    artifact = load_artifact(args.path, key_env=args.key_env)
+    signed = f", signed with ${args.key_env}" if args.key_env else " (integrity only; --key-env checks a signature)"
+    print(f"ok: {artifact.task}/{artifact.version} (checksum {artifact.checksum[:16]}…){signed}")
+    return 0
+
+
+def _sign(args: argparse.Namespace) -> int:
+    from syntra_dspy.artifacts import sign
+
+    print(f"signed: {sign(args.path, args.key_env)}")
     return 0
 
 

@@ -7,7 +7,7 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from syntra_dspy.cli.compile_cmd import add_compile_flags, lm_overrides, settings_from_args
+from syntra_dspy.cli.compile_cmd import add_compile_flags, lm_overrides, lm_timeout, settings_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
                              max_queries=args.heldout_max_queries, unjudged_k=args.unjudged_k, unjudged=args.unjudged)
     result = compare_strategies(spec, strategies=names, out=out, artifacts=args.artifacts,
                                 settings=settings_from_args(args), lm_overrides=lm_overrides(args),
+                                lm_timeout=lm_timeout(args),
                                 encoder=args.encoder, index_dir=args.index_dir, heldout=heldout,
                                 strategy_options=options, downstream=downstream, chart=not args.no_chart)
     print(Path(result.outputs["markdown"]).read_text(encoding="utf-8"))

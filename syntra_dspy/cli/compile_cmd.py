@@ -13,10 +13,15 @@ _SETTING_FLAGS = {
 
 
 def add_lm_flags(parser: argparse.ArgumentParser) -> None:
+    from syntra_dspy.cli._args import positive_seconds
+
     for role in ("generator", "verifier", "refiner"):
         parser.add_argument(f"--{role}", metavar="MODEL[@API_BASE]",
                             help=f"{role} LM: 'embedded[:NAME]' or a DSPy/LiteLLM model string, "
                                  "optionally @ an OpenAI-compatible server address")
+    parser.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
+                        help="total time one request to a served LM may take (every served role; default: the "
+                             "task file's lms.<role>.timeout, else 120)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,9 +52,24 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> CompileSettings:
+    """The compile settings the flags ask for; a value out of range is an error naming the flag."""
+    from pydantic import ValidationError
+
+    from syntra_dspy.errors import ConfigError
+
     values = {name: getattr(args, name) for name in (*_SETTING_FLAGS, "keep", "selection_target")
               if getattr(args, name, None) is not None}
-    return CompileSettings(**values)
+    try:
+        return CompileSettings(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a setting"
+        raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=flag,
+                          hint=f"see `syntra compile --help` for {flag}") from None
+
+
+def lm_timeout(args: argparse.Namespace) -> float | None:
+    return getattr(args, "timeout", None)
 
 
 def lm_overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -67,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--human-feedback and --record-feedback belong to --strategy human")
         extra = {"feedback": args.human_feedback, "record": args.record_feedback}
     artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings_from_args(args),
-                            lm_overrides=lm_overrides(args), encoder=args.encoder, index_dir=args.index_dir,
+                            lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args),
+                            encoder=args.encoder, index_dir=args.index_dir,
                             optimizer_kwargs=extra)
     print(summary(artifact.manifest, artifact.path))
     return 0

@@ -18,6 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "labels, ...}; <out>.meta.json records the artifact, the store, the options and the counts.")
     p.add_argument("store", type=Path, metavar="RUN.db", help="run store written by `syntra produce`")
     p.add_argument("--out", type=Path, default=None, help="output .jsonl file, or folder for --format hf")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out (never the run store, its corpus or its artifact)")
     p.add_argument("--format", choices=("jsonl", "hf"), default="jsonl",
                    help="jsonl (default) or hf (a datasets.save_to_disk folder)")
     p.add_argument("--negatives", choices=("hard", "hard+easy"), default="hard",
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     options = {"negatives": args.negatives, "num_negatives": args.num_negatives, "positives": args.positives,
                "include_unretrieved_source": args.include_unretrieved_source, "include_partial": args.include_partial}
     if args.out is not None:
-        summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction, **options)
+        summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction,
+                                 overwrite=args.overwrite, **options)
         dropped = ", ".join(f"{k} {v}" for k, v in summary.dropped.items() if v) or "none"
         print(f"wrote {summary.records} records from {summary.queries} queries to {summary.out} "
               f"(dropped: {dropped}); metadata in {summary.meta_path}")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from syntra_dspy.corpus import FORMATS
-from syntra_dspy.cli._args import positive_int, positive_int_or_all
+from syntra_dspy.cli._args import positive_int, positive_int_or_all, positive_seconds, temperature
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,12 +34,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "OpenAI-compatible server (e.g. hosted_vllm/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1); "
                         "default: the artifact's generator")
     p.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the server's key")
+    p.add_argument("--artifact-key-env", default=None, metavar="VAR",
+                   help="accept only an artifact signed with the team key in this environment variable "
+                        "(`syntra artifacts sign`)")
     p.add_argument("--encoder", default=None,
                    help="use this encoder instead of the artifact's (only when you mean to: records will differ)")
     p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
     p.add_argument("--retry-failed", action="store_true",
                    help="also redo documents whose LM output stayed invalid, and partially annotated ones")
-    p.add_argument("--retry-temperature", type=float, default=0.7, metavar="T",
+    p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
+                   help="total time one request to a served generator may take, however slowly the server answers "
+                        "(default 120; connect is bounded at 10 s)")
+    p.add_argument("--retries", type=int, choices=range(0, 21), default=None, metavar="N",
+                   help="retries of a failed request to a served generator, with capped, logged waits (default 3)")
+    p.add_argument("--retry-temperature", type=temperature, default=0.7, metavar="T",
                    help="sampling temperature for --retry-failed documents, so the retry gets fresh answers (default 0.7)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -54,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                       chunk_size=args.chunk_size, concurrency=args.concurrency, generator=args.generator,
                       api_key_env=args.api_key_env, encoder=args.encoder, index_dir=args.index_dir,
                       retry_failed=args.retry_failed, retry_temperature=args.retry_temperature,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, artifact_key_env=args.artifact_key_env,
+                      timeout=args.timeout, retries=args.retries)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
         return 0

@@ -116,6 +116,7 @@ def compare_strategies(
     settings: CompileSettings | None = None,
     lms: Any = None,
     lm_overrides: dict[str, str] | None = None,
+    lm_timeout: float | None = None,
     encoder: str | None = None,
     index_dir: str | Path | None = None,
     heldout: HeldoutOptions | None = None,
@@ -143,7 +144,7 @@ def compare_strategies(
     heldout = heldout or HeldoutOptions()
     out = Path(out)
     artifacts = Path(artifacts) if artifacts is not None else out / "artifacts"
-    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides)
+    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
     corpus = read_corpus(spec.corpus.path, spec.corpus.format)
     enc = compiler.load_encoder(encoder or compiler.DEFAULT_ENCODER)
     index_dir = index_dir or default_index_dir(corpus, enc)

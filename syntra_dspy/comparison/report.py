@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import DependencyError
+from syntra_dspy.outputs import atomic_write_text
 
 
 def _f(value: Any, places: int = 3) -> str:
@@ -129,14 +129,6 @@ def draw_chart(result: Any, path: str | Path) -> Path:
     return path
 
 
-def _atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp creates 0600; reports are meant to be shared
-    os.replace(tmp, path)
-
-
 def write_reports(result: Any, out: str | Path, *, chart: bool = True) -> dict[str, str]:
     """Write ``comparison.md``, ``comparison.json`` and (optionally) ``comparison.png``; return their paths."""
     out = Path(out)
@@ -145,8 +137,8 @@ def write_reports(result: Any, out: str | Path, *, chart: bool = True) -> dict[s
     if chart:
         paths["chart"] = shown_path(out / "comparison.png")
     result.outputs = paths
-    _atomic(out / "comparison.md", markdown(result))
-    _atomic(out / "comparison.json", json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    atomic_write_text(out / "comparison.md", markdown(result))
+    atomic_write_text(out / "comparison.json", json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
     if chart:
         draw_chart(result, out / "comparison.png")
     return paths

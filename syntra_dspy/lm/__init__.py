@@ -11,7 +11,9 @@ from syntra_dspy.lm.embedded import (
     get_embedded_model,
     release_models,
 )
-from syntra_dspy.lm.openai_server import OpenAICompatibleServer
+from syntra_dspy.errors import CallCancelled
+from syntra_dspy.lm.guarded import CallPolicy, CallTimedOut, GuardedLM, cancel_calls
+from syntra_dspy.lm.openai_server import Fault, OpenAICompatibleServer
 from syntra_dspy.lm.roles import LMRoles, build_lm, describe_lm, parse_lm_flag, sanitize_api_base
 from syntra_dspy.lm.scripted import (
     NoScriptedAnswerError,
@@ -24,9 +26,14 @@ from syntra_dspy.lm.scripted import (
 from syntra_dspy.lm.usage import StageUsage, UsageMeter, current_stage, submit_in_context
 
 __all__ = [
+    "CallCancelled",
+    "CallPolicy",
+    "CallTimedOut",
     "DEFAULT_EMBEDDED_MODEL",
     "EMBEDDED_MODELS",
     "EmbeddedModel",
+    "Fault",
+    "GuardedLM",
     "LMRoles",
     "LlamaCppEngine",
     "NoScriptedAnswerError",
@@ -39,6 +46,7 @@ __all__ = [
     "TokenDistribution",
     "UsageMeter",
     "build_lm",
+    "cancel_calls",
     "current_stage",
     "describe_lm",
     "ensure_gguf",

@@ -4,6 +4,8 @@ It answers with the same responder protocol as :class:`~syntra_dspy.lm.scripted.
 scripted "brain" can be reached in-process or over HTTP exactly as a vLLM or llama.cpp server would be
 (``hosted_vllm/<model>``, ``openai/<model>`` with ``api_base=srv.base_url``). A fixed per-call
 ``latency`` makes concurrency observable: ``in_flight_peak`` tells how many requests overlapped.
+``faults`` makes it misbehave on chosen requests (hang, trickle, rate-limit, refuse, answer with HTML), to
+test how a client copes with a bad server.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -46,11 +50,32 @@ def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": fmt.get("type", "json_object")}
 
 
+@dataclass(frozen=True)
+class Fault:
+    """What the server does instead of answering one chat request.
+
+    ``delay`` seconds pass before anything is sent (a hung server); then ``status`` with ``headers`` and
+    ``body`` (default: an OpenAI-style error object, or for a 2xx status the normal answer), sent one byte every
+    ``trickle`` seconds when ``trickle`` > 0 (a server that never quite finishes).
+    """
+
+    status: int = 200
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    trickle: float = 0.0
+
+
+#: ``faults(n)`` for the n-th chat request (0-based): a Fault, or None to answer normally.
+FaultPlan = Callable[[int], "Fault | None"]
+
+
 class OpenAICompatibleServer:
     """``with OpenAICompatibleServer(responder, latency=0.0) as srv: dspy.LM(..., api_base=srv.base_url)``.
 
     Serves ``POST /v1/chat/completions`` and ``GET /v1/models`` on 127.0.0.1 (port 0 picks a free
-    port). With ``api_key`` set, requests must carry ``Authorization: Bearer <api_key>``. Records each
+    port). With ``api_key`` set, requests must carry ``Authorization: Bearer <api_key>`` (others are counted in
+    ``rejected``). Records each
     request body (``bodies``) and :class:`ScriptedCall` (``calls``); counts ``requests`` and the peak
     number of requests in flight. Streaming is not supported (DSPy does not stream unless asked).
     """
@@ -64,11 +89,14 @@ class OpenAICompatibleServer:
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
+        faults: FaultPlan | None = None,
     ) -> None:
         if latency < 0:
             raise ValueError("latency must be >= 0 seconds")
         self.responder = responder
         self.latency = latency
+        self.faults = faults
+        self.stopping = threading.Event()
         self.model = model
         self.api_key = api_key
         self._address = (host, port)
@@ -80,6 +108,7 @@ class OpenAICompatibleServer:
     def reset_stats(self) -> None:
         with self._lock:
             self.requests = 0
+            self.rejected = 0  # requests refused with 401 (wrong or missing key)
             self.in_flight = 0
             self.in_flight_peak = 0
             self.calls: list[ScriptedCall] = []
@@ -90,6 +119,7 @@ class OpenAICompatibleServer:
     def start(self) -> OpenAICompatibleServer:
         if self._httpd is not None:
             return self
+        self.stopping.clear()
         handler = type("Handler", (_Handler,), {"server_state": self})
         self._httpd = ThreadingHTTPServer(self._address, handler)
         self._httpd.daemon_threads = True
@@ -105,6 +135,7 @@ class OpenAICompatibleServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
+        self.stopping.set()  # ends hung and trickling fault responses
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
@@ -186,13 +217,37 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep tests and logs quiet
         pass
 
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    def _send(self, status: int, payload: dict[str, Any] | bytes, headers: dict[str, str] | None = None,
+              trickle: float = 0.0) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        if trickle <= 0:
+            self.wfile.write(data)
+            return
+        for i in range(len(data)):
+            if self.server_state.stopping.wait(trickle):
+                return
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+
+    def _fault(self, fault: Fault, body: dict[str, Any]) -> None:
+        state = self.server_state
+        if fault.delay and state.stopping.wait(fault.delay):
+            return
+        payload: dict[str, Any] | bytes
+        if fault.body is not None:
+            payload = fault.body
+        elif 200 <= fault.status < 300:
+            payload = state._complete(body)
+        else:
+            payload = {"error": {"message": f"injected fault {fault.status}", "type": "server_error",
+                                 "code": fault.status}}
+        self._send(fault.status, payload, fault.headers, fault.trickle)
 
     def _error(self, status: int, message: str, kind: str) -> None:
         self._send(status, {"error": {"message": message, "type": kind, "code": status}})
@@ -201,6 +256,8 @@ class _Handler(BaseHTTPRequestHandler):
         key = self.server_state.api_key
         if key is None or self.headers.get("Authorization") == f"Bearer {key}":
             return True
+        with self.server_state._lock:
+            self.server_state.rejected += 1
         self._error(401, "invalid or missing API key", "authentication_error")
         return False
 
@@ -229,10 +286,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "streaming is not supported by this test server", "invalid_request_error")
         state = self.server_state
         with state._lock:
+            number = state.requests
             state.requests += 1
             state.bodies.append(body)
             state.in_flight += 1
             state.in_flight_peak = max(state.in_flight_peak, state.in_flight)
+        fault = state.faults(number) if state.faults is not None else None
+        if fault is not None:
+            try:
+                return self._fault(fault, body)
+            finally:
+                with state._lock:
+                    state.in_flight -= 1
         try:
             if state.latency:
                 time.sleep(state.latency)

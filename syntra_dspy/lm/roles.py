@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -12,7 +12,9 @@ import dspy
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
-from syntra_dspy.task import LMRolesSpec, LMSpec
+from syntra_dspy.lm.guarded import CallPolicy, GuardedLM
+from syntra_dspy.redact import redact, register_secret
+from syntra_dspy.task import LMRolesSpec, LMSpec, LMTimeout
 
 ROLES = ("generator", "verifier", "refiner")
 DEFAULT_TEMPERATURE = 0.0
@@ -56,6 +58,7 @@ def _api_key(spec: LMSpec, role: str) -> str | None:
     if not spec.api_key_env:
         return None
     key = os.environ.get(spec.api_key_env)
+    register_secret(key)  # never printed, logged or stored, even inside an error message
     if not key:
         raise ConfigError(
             f"the {role} LM needs an API key but the environment variable {spec.api_key_env} is not set",
@@ -71,7 +74,9 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
     ``"embedded"`` / ``"embedded:<name>"`` (a registry name or a ``.gguf`` path) runs llama.cpp in this
     process; anything else is a DSPy/LiteLLM model string (``hosted_vllm/...``, ``openai/...``,
     ``ollama_chat/...``) with an optional ``api_base`` and a key read from ``$api_key_env``.
-    Temperature defaults to 0.0 and max_tokens to 2048.
+    Temperature defaults to 0.0 and max_tokens to 2048. A served model is a :class:`GuardedLM`: every request
+    is bounded by ``spec.timeout`` (connect and total) and retried ``spec.retries`` times with capped, logged
+    waits (see :mod:`syntra_dspy.lm.guarded`).
 
     Caching: DSPy leaves ``api_base`` out of its response-cache key, so two servers that serve the same
     model name would share cached answers (the second is never asked). ``cache=None`` therefore turns
@@ -85,8 +90,8 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
     max_tokens = DEFAULT_MAX_TOKENS if spec.max_tokens is None else spec.max_tokens
     name = embedded_name(spec.model)
     if name is not None:
-        for attr in ("api_base", "api_key_env"):
-            if getattr(spec, attr):
+        for attr in ("api_base", "api_key_env", "timeout", "retries"):
+            if getattr(spec, attr) is not None:
                 raise ConfigError(
                     f"the embedded model runs in-process and takes no {attr}",
                     field=f"lms.{role}.{attr}",
@@ -120,7 +125,18 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
     if key is not None:
         kwargs["api_key"] = key
     use_cache = (not spec.api_base) if cache is None else cache
-    return dspy.LM(spec.model, temperature=temperature, max_tokens=max_tokens, cache=use_cache, **kwargs)
+    return GuardedLM(spec.model, policy=call_policy(spec), temperature=temperature, max_tokens=max_tokens,
+                     cache=use_cache, **kwargs)
+
+
+def call_policy(spec: LMSpec) -> CallPolicy:
+    """The time limits and retries of a served role (defaults: connect 10 s, total 120 s, 3 retries)."""
+    policy = CallPolicy()
+    if spec.timeout is not None:
+        policy = replace(policy, connect=spec.timeout.connect, total=spec.timeout.total)
+    if spec.retries is not None:
+        policy = replace(policy, retries=spec.retries)
+    return policy
 
 
 def parse_lm_flag(value: str) -> LMSpec:
@@ -133,9 +149,9 @@ def parse_lm_flag(value: str) -> LMSpec:
     match = _FLAG.match(text)
     model, api_base = (match["model"], match["base"]) if match else (text, None)
     if not model:
-        raise ConfigError(f"no model in LM flag {value!r}", hint="use MODEL or MODEL@http://host:port/v1")
+        raise ConfigError(f"no model in LM flag {redact(value)!r}", hint="use MODEL or MODEL@http://host:port/v1")
     if api_base is not None and not urlsplit(api_base).hostname:
-        raise ConfigError(f"bad server address in LM flag {value!r}", hint="use MODEL@http://host:port/v1")
+        raise ConfigError(f"bad server address in LM flag {redact(value)!r}", hint="use MODEL@http://host:port/v1")
     return LMSpec(model=model, api_base=api_base)
 
 
@@ -165,8 +181,10 @@ class LMRoles:
     specs: dict[str, LMSpec] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: LMRolesSpec | None = None, overrides: dict[str, str] | None = None) -> LMRoles:
-        """Build all roles; verifier and refiner default to the generator; ``overrides`` are CLI flags."""
+    def from_spec(cls, spec: LMRolesSpec | None = None, overrides: dict[str, str] | None = None,
+                  timeout: float | None = None) -> LMRoles:
+        """Build all roles; verifier and refiner default to the generator; ``overrides`` are CLI flags and
+        ``timeout`` (a ``--timeout`` flag, total seconds per request) applies to every served role."""
         spec = spec or LMRolesSpec()
         overrides = dict(overrides or {})
         for role in overrides:
@@ -177,6 +195,8 @@ class LMRoles:
             base = given[role] or specs["generator"]
             flag = overrides.get(role)
             specs[role] = _override(base, flag) if flag else base
+            if timeout is not None and embedded_name(specs[role].model) is None:
+                specs[role] = specs[role].model_copy(update={"timeout": LMTimeout.model_validate(timeout)})
         lms = {role: build_lm(specs[role], role=role) for role in ROLES}
         return cls(**lms, specs=specs)
 
@@ -216,6 +236,8 @@ def describe_lm(lm: dspy.LM, *, role: str, spec: LMSpec | None = None) -> dict[s
         "max_tokens": lm.kwargs.get("max_tokens") or lm.kwargs.get("max_completion_tokens"),
         "cache": bool(lm.cache),
     }
+    if isinstance(lm, GuardedLM):
+        info["timeout"] = lm.guard.policy.describe()
     engine = lm.engine
     if isinstance(engine, LlamaCppEngine):
         entry = engine.registry_entry

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.outputs import Protected, atomic_write_text, check_output_file
 from syntra_dspy.production.records import (
     DROP_REASONS,
     FORMATS,
@@ -30,6 +31,7 @@ from syntra_dspy.production.records import (
     select_candidates,
 )
 from syntra_dspy.production.store import RunStore
+from syntra_dspy.redact import redact
 from syntra_dspy.signatures.types import label_class
 
 META_SUFFIX = ".meta.json"
@@ -119,11 +121,14 @@ def _hf_features() -> Any:
 
 def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl", negatives: str = "hard",
                    num_negatives: int = 7, positives: str = "all", include_unretrieved_source: bool = False,
-                   include_partial: bool = False, instruction: str | None = None) -> ExportSummary:
+                   include_partial: bool = False, instruction: str | None = None,
+                   overwrite: bool = False) -> ExportSummary:
     """Write the records of a run store to ``out`` (a JSONL file, or a ``save_to_disk`` folder for ``hf``)
     and ``<out>.meta.json`` with the artifact version and checksum, the run store, options and counts.
 
-    Works on a store that a run is still writing (it exports what is committed).
+    Works on a store that a run is still writing (it exports what is committed). ``out`` and its sidecar are
+    checked before anything is written: never the run store (or its WAL and lock files), the corpus or the
+    artifact; never a symlink, directory or FIFO; an existing output only with ``overwrite``.
     """
     if format not in FORMATS:
         raise ConfigError(f"unknown export format {format!r}", field="format", hint=f"use one of: {', '.join(FORMATS)}")
@@ -131,10 +136,17 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
                             include_unretrieved_source=include_unretrieved_source, include_partial=include_partial,
                             instruction=instruction)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(out=str(out), format=format, options=options.to_dict())
     with RunStore.open(store, readonly=True) as run:
         meta = run.meta()
+        protected = _inputs(Path(store), meta)
+        meta_path = out.with_name(out.name + META_SUFFIX)
+        if format == "jsonl":
+            check_output_file(out, protected=protected, overwrite=overwrite)
+        else:
+            _check_hf_out(out, protected, overwrite)
+        check_output_file(meta_path, protected=protected, overwrite=overwrite)
+        out.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             jsonl = tmp_dir / "records.jsonl"
@@ -149,7 +161,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
         documents = run.document_counts()
-    summary.meta_path = str(out.with_name(out.name + META_SUFFIX))
+    summary.meta_path = str(meta_path)
     sidecar = {
         "artifact_version": meta.get("artifact", {}).get("version"),
         "artifact_checksum": meta.get("artifact", {}).get("checksum"),
@@ -161,8 +173,40 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         "counts": {"records": summary.records, "queries": summary.queries, "dropped": summary.dropped,
                    "positives": summary.positives, "negatives": summary.negatives, "documents": documents},
     }
-    _atomic_write(Path(summary.meta_path), json.dumps(sidecar, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    atomic_write_text(meta_path, json.dumps(sidecar, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
     return summary
+
+
+def _inputs(store: Path, meta: dict[str, Any]) -> list[Protected]:
+    """What an export reads and must never replace: the store and its companions, the corpus, the artifact."""
+    items = [Protected("run store", store)]
+    items += [Protected("run store's companion file", store.with_name(store.name + suffix))
+              for suffix in ("-wal", "-shm", "-journal", ".lock")]
+    corpus = meta.get("settings", {}).get("corpus", {}).get("path")
+    if corpus:
+        items.append(Protected("corpus of this run", Path(corpus)))
+    artifact = meta.get("artifact", {}).get("path")
+    if artifact:
+        items.append(Protected("artifact of this run", Path(artifact)))
+    return items
+
+
+def _check_hf_out(out: Path, protected: list[Protected], overwrite: bool) -> None:
+    """A ``datasets`` folder replaces ``out`` whole: refuse anything but an earlier export's folder."""
+    for item in protected:
+        if item.covers(out) or out.resolve() in item.path.resolve().parents:
+            raise ConfigError(f"holds or is the {item.label} ({item.path}); refusing to replace it", path=out,
+                              field="out", hint="choose another output folder")
+    if out.is_symlink():
+        raise ConfigError("is a symlink; refusing to write through it", path=out, field="out")
+    if not out.exists():
+        return
+    if not out.is_dir() or not (out / "dataset_info.json").is_file():
+        raise ConfigError("exists and is not a dataset folder; refusing to replace it", path=out, field="out",
+                          hint="choose another --out")
+    if not overwrite:
+        raise ConfigError("already exists", path=out, field="out",
+                          hint="pass --overwrite to replace it, or choose another path")
 
 
 def _write_hf(jsonl: Path, out: Path, tmp_dir: Path) -> None:
@@ -179,18 +223,9 @@ def _write_hf(jsonl: Path, out: Path, tmp_dir: Path) -> None:
         ds = Dataset.from_dict({name: [] for name in features}, features=features)
     staged = tmp_dir / "dataset"
     ds.save_to_disk(str(staged))
-    if out.exists():
-        if not (out / "dataset_info.json").is_file():
-            raise ConfigError("exists and is not a dataset folder; refusing to replace it", path=out,
-                              hint="choose another --out")
+    if out.exists():  # checked by _check_hf_out: an earlier export's dataset folder, replacing it was asked for
         shutil.rmtree(out)
     os.replace(staged, out)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: int = 7, positives: str = "all",
@@ -238,11 +273,13 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
 
 
 def list_failures(store: str | Path) -> list[dict[str, Any]]:
-    """The failures that still stand (not superseded by a retry), in order, with their detail parsed."""
+    """The failures that still stand (not superseded by a retry), in order, with their detail parsed and any
+    credential in an address masked (a store written by an older version may hold one)."""
     with RunStore.open(store, readonly=True) as run:
         failures = run.failures(current=True)
     for failure in failures:
-        failure["detail"] = json.loads(failure["detail"]) if failure["detail"] else None
+        failure["error"] = redact(failure["error"] or "")
+        failure["detail"] = json.loads(redact(failure["detail"])) if failure["detail"] else None
     return failures
 
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import dspy
 
 from syntra_dspy.corpus import Corpus
-from syntra_dspy.errors import LMOutputError, is_retryable
+from syntra_dspy.errors import LMOutputError, is_retryable, stops_run
 from syntra_dspy.lm.usage import UsageMeter, submit_in_context
 from syntra_dspy.production.units import (
     Candidate,
@@ -33,6 +33,7 @@ from syntra_dspy.production.units import (
     query_id,
 )
 from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.redact import redact
 from syntra_dspy.validation import fallback_blueprints
 
 logger = logging.getLogger(__name__)
@@ -83,8 +84,9 @@ def answer_detail(exc: LMOutputError, **detail: Any) -> dict[str, Any] | None:
 
 
 def describe_error(exc: BaseException) -> str:
+    """One line for the failures table and logs, with credentials in addresses masked."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:2000]
+    return redact(f"{type(exc).__name__}: {text}")[:2000]
 
 
 class DocumentPipeline:
@@ -156,6 +158,8 @@ class DocumentPipeline:
             if any(not q.complete for q in result.queries):
                 result.status = "partial"
         except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
+            if stops_run(exc):
+                raise  # a wrong key, a broken endpoint, an abandoned call: the runner stops; nothing is recorded
             if isinstance(exc, LMOutputError):
                 result.fail(exc.stage or stage, classify(exc), str(exc), answer_detail(exc))
             else:

@@ -5,12 +5,15 @@ are in flight (a vLLM or llama.cpp server batches them; the embedded engine seri
 slower but correct). The fixed, long instruction of each step is the system message, the first part of
 every prompt, so server-side prefix caching reuses it. Results are committed by this thread only, one
 transaction per document, in completion order; the export orders them, so concurrency never changes the
-output. Ctrl-C stops taking new documents and commits those in flight; a kill loses only those.
+output. Ctrl-C stops taking new documents and commits those in flight; a second Ctrl-C abandons them (their
+calls are cancelled) and stops at once; a kill loses only those. Authentication and protocol errors stop the
+run at the first one, with nothing recorded for the documents in flight, so a rerun does them.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import sys
 import threading
 import time
@@ -24,10 +27,11 @@ import dspy
 
 from syntra_dspy.corpus import Corpus
 from syntra_dspy.encoder import Encoder
-from syntra_dspy.errors import ConfigError, SyntraError
+from syntra_dspy.errors import ConfigError, RunAbandoned, SyntraError, is_fatal_backend_error, stops_run
+from syntra_dspy.lm.guarded import cancel_calls
 from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
-from syntra_dspy.production.pipeline import DocumentPipeline, LockedSearcher
+from syntra_dspy.production.pipeline import DocumentPipeline, LockedSearcher, describe_error
 from syntra_dspy.production.records import retrieval_instruction
 from syntra_dspy.production.setup import (
     DEFAULT_QUERIES_PER_DOC,
@@ -37,6 +41,7 @@ from syntra_dspy.production.setup import (
     resolve_generator,
 )
 from syntra_dspy.production.store import RunStore, check_compatible
+from syntra_dspy.production.store_file import storage_error
 from syntra_dspy.production.units import DocumentResult
 from syntra_dspy.retrieval import IndexCandidates
 from syntra_dspy.selection import select_diverse
@@ -184,7 +189,8 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             concurrency: int = 4, generator: str | LMSpec | dspy.LM | None = None, api_key_env: str | None = None,
             encoder: str | Encoder | None = None, index_dir: str | Path | None = None, retry_failed: bool = False,
             retry_temperature: float = 0.7, progress: bool = True,
-            max_consecutive_errors: int | None = None) -> ProduceSummary:
+            max_consecutive_errors: int | None = None, artifact_key_env: str | None = None,
+            timeout: float | None = None, retries: int | None = None) -> ProduceSummary:
     """Run (or resume) production from a compiled artifact into the SQLite run store ``store``.
 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
@@ -192,13 +198,21 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     output stayed invalid (and partial ones) only with ``retry_failed``, sampled afresh at ``retry_temperature``
     (the artifact's temperature, usually 0, would give the same answers again). ``docs=None`` takes every document
     the diverse selection keeps. Raises ``ProductionAborted`` when ``max_consecutive_errors`` documents in a
-    row fail on the backend (default ``max(10, 2 * concurrency)``); what finished is kept.
+    row fail on the backend (default ``max(10, 2 * concurrency)``); what finished is kept. With
+    ``artifact_key_env``, only an artifact signed with the team key in that variable is accepted. ``timeout``
+    (total seconds per request) and ``retries`` bound every call to a served generator.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", field="concurrency")
+    if isinstance(retry_temperature, bool) or not isinstance(retry_temperature, (int, float)) \
+            or not 0 <= retry_temperature <= 2:  # also refuses nan and inf
+        raise ConfigError(f"retry_temperature must be a number from 0 to 2, got {retry_temperature!r}",
+                          field="retry_temperature")
     inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
-                         index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k, chunk_size=chunk_size)
-    lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env)
+                         index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k, chunk_size=chunk_size,
+                         artifact_key_env=artifact_key_env)
+    lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env,
+                                           timeout=timeout, retries=retries)
     prepare_lm(lm)
     store_path = Path(store)
     run = _open_run(store_path, inputs, generator_info)
@@ -212,14 +226,16 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
                     run.document_counts(), concurrency)
         status, processed, seconds = _execute(run, session, inputs, lm, todo, concurrency=concurrency,
                                               progress=progress, retry_temperature=retry_temperature,
-                                              max_errors=max_consecutive_errors or max(10, 2 * concurrency))
+                                              max_errors=max_consecutive_errors or max(10, 2 * concurrency),
+                                              retry_failed=retry_failed)
         return _summary(run, inputs, session, status, processed, seconds)
     finally:
         run.close()
 
 
 def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[tuple[str, int]], *,
-             concurrency: int, progress: bool, max_errors: int, retry_temperature: float) -> tuple[str, int, float]:
+             concurrency: int, progress: bool, max_errors: int, retry_temperature: float,
+             retry_failed: bool = False) -> tuple[str, int, float]:
     started = time.perf_counter()
     bar = _Progress(len(todo), progress)
     slots = threading.BoundedSemaphore(concurrency)
@@ -235,6 +251,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
     processed, consecutive, status = 0, 0, "completed"
     stopping = False
     last_error: str | None = None
+    fatal: BaseException | None = None
     try:
         # No DSPy trace or LM history: a run makes hundreds of thousands of calls, and the store keeps what matters.
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None, disable_history=True):
@@ -250,8 +267,19 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                 try:
                     done, _ = wait(inflight, timeout=1.0, return_when=FIRST_COMPLETED)
                     for future in done:
-                        result: DocumentResult = future.result()
-                        run.commit(result, session)  # a Ctrl-C here rolls back; the future stays to retry
+                        try:
+                            result: DocumentResult = future.result()
+                        except Exception as exc:
+                            if not stops_run(exc):
+                                raise
+                            if is_fatal_backend_error(exc):
+                                fatal = fatal or exc  # every further call would fail alike: stop, record nothing
+                            inflight.discard(future)  # an abandoned call: the document stays to do
+                            continue
+                        try:
+                            run.commit(result, session)  # a Ctrl-C here rolls back; the future stays to retry
+                        except sqlite3.OperationalError as exc:  # e.g. a full disk: rolled back, store intact
+                            raise storage_error(exc, run.path) from None
                         inflight.discard(future)
                         processed += 1
                         bar.update(result)
@@ -259,6 +287,11 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                             consecutive, last_error = consecutive + 1, result.error
                         elif result.status != "failed":
                             consecutive = 0
+                    if fatal is not None:
+                        stopping, status = True, "aborted"
+                        cancel_calls(lm)  # documents in flight stay pending; a rerun does them
+                        inflight.clear()
+                        break
                     if consecutive >= min(max_errors, len(todo)) and not stopping:
                         stopping, status = True, "aborted"
                         for future in inflight:
@@ -267,7 +300,8 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     fill()
                 except KeyboardInterrupt:
                     if stopping and status == "interrupted":
-                        raise
+                        cancel_calls(lm)  # wake workers waiting on a call or a retry; nothing more is committed
+                        raise RunAbandoned from None
                     stopping, status = True, "interrupted"
                     for future in inflight:
                         future.cancel()
@@ -275,10 +309,10 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them)",
                                    len(inflight))
     except KeyboardInterrupt:
-        run.end_session(session, "interrupted")
+        _end_session_quietly(run, session, "interrupted")
         raise
     except BaseException:
-        run.end_session(session, "error")
+        _end_session_quietly(run, session, "error")
         raise
     finally:
         bar.close()
@@ -287,12 +321,40 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
     run.end_session(session, status)
     if status == "interrupted":
         raise KeyboardInterrupt
+    if fatal is not None:
+        status_code = getattr(fatal, "status", None)
+        cause = describe_error(fatal) + (f" (HTTP {status_code})" if status_code else "")
+        raise ProductionAborted(f"the LM backend refused the run: {cause}; stopped at once, since every further "
+                                "call would fail the same way", path=run.path,
+                                hint="fix the key (--api-key-env), the server address or the model name; "
+                                     + _resume_hint(run, retry_failed))
     if status == "aborted":
         raise ProductionAborted(
             f"{consecutive} documents in a row failed on the LM backend or its configuration (last: {last_error}); "
             "stopped",
-            path=run.path, hint="check the server; finished documents are kept, rerun the same command to resume")
+            path=run.path, hint="check the server; " + _resume_hint(run, retry_failed))
     return status, processed, time.perf_counter() - started
+
+
+def _resume_hint(run: RunStore, retry_failed: bool) -> str:
+    """What rerunning the same command would really do (a hint that promises a resume must deliver one)."""
+    todo = len(run.todo(retry_failed=retry_failed))
+    if todo:
+        return f"finished documents are kept; rerun the same command to resume ({todo} documents to do)"
+    counts = run.document_counts()
+    redo = counts["failed"] + counts["partial"]
+    return (f"finished documents are kept; the same command would find nothing to do, since the {redo} failed "
+            "documents failed for a reason a plain rerun does not retry: fix the cause, then rerun with "
+            "--retry-failed")
+
+
+def _end_session_quietly(run: RunStore, session: int, status: str) -> None:
+    """Mark the session's end on the way out of an error; a store that cannot be written (a full disk) must not
+    hide the error that stopped the run."""
+    try:
+        run.end_session(session, status)
+    except sqlite3.Error as exc:
+        logger.warning("could not mark session %d %s in the run store: %s", session, status, exc)
 
 
 def _summary(run: RunStore, inputs: ProductionInputs, session: int, status: str, processed: int,

@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from pydantic import ValidationError
 
 from syntra_dspy.artifacts import Artifact, load_artifact, render_prompts
 from syntra_dspy.corpus import Corpus, read_corpus
 from syntra_dspy.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.index import CorpusIndex
-from syntra_dspy.lm.roles import build_lm, describe_lm, parse_lm_flag
+from syntra_dspy.lm.embedded import EMBEDDED_MODELS
+from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flag, sanitize_api_base
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval import default_index_dir
 from syntra_dspy.task import LMSpec
@@ -40,10 +42,11 @@ class ProductionInputs:
     settings: UnitSettings
 
 
-def load_verified(artifact_path: str | Path) -> Artifact:
-    """Load through the verified loader and check, once more, that every step's instructions are the
-    artifact's byte for byte (the loader already compares the rendered prompts with the manifest)."""
-    artifact = load_artifact(artifact_path)
+def load_verified(artifact_path: str | Path, key_env: str | None = None) -> Artifact:
+    """Load through the verified loader (with ``key_env``: only an artifact signed with that team key) and check,
+    once more, that every step's instructions are the artifact's byte for byte (the loader already compares
+    the rendered prompts with the manifest)."""
+    artifact = load_artifact(artifact_path, key_env=key_env)
     if not artifact.program.frozen:
         raise ArtifactError("the loaded program is not frozen", path=artifact.path)
     for name, rendered in render_prompts(artifact.program).items():
@@ -95,8 +98,9 @@ def resolve_corpus(manifest: dict[str, Any], corpus: str | Path | Corpus | None,
 def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None = None,
                 corpus_format: str | None = None, encoder: str | Encoder | None = None,
                 index_dir: str | Path | None = None, queries_per_doc: int = DEFAULT_QUERIES_PER_DOC,
-                top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None) -> ProductionInputs:
-    artifact = load_verified(artifact_path)
+                top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
+                artifact_key_env: str | None = None) -> ProductionInputs:
+    artifact = load_verified(artifact_path, artifact_key_env)
     manifest = artifact.manifest
     chunk = chunk_size if chunk_size is not None else int(manifest.get("settings", {}).get("chunk_size", 4))
     for name, value, low in (("queries_per_doc", queries_per_doc, 1), ("top_k", top_k, 1), ("chunk_size", chunk, 1)):
@@ -114,38 +118,64 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
     return ProductionInputs(artifact, docs, enc, index, UnitSettings(queries_per_doc, top_k, chunk))
 
 
-def _manifest_generator(manifest: dict[str, Any]) -> LMSpec:
+def _recorded_sampling(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The generator's sampling settings recorded at compile time (part of what the program was tuned with)."""
     info = manifest.get("lms", {}).get("generator") or {}
+    sampling = {"temperature": info.get("temperature"), "max_tokens": info.get("max_tokens")}
+    try:
+        LMSpec(**sampling)
+    except ValidationError as exc:
+        raise ArtifactError(f"malformed generator settings: {exc.errors()[0]['msg']}", field="lms.generator") from None
+    return sampling
+
+
+def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
+    """The artifact's own generator, taken only when it is a registry model that runs in this process.
+
+    A served model's address and key variable are never taken from an artifact: a file cannot decide where
+    document text and the user's key are sent. Nor is a GGUF path (a file could name any file to load).
+    """
+    info = manifest.get("lms", {}).get("generator") or {}
+    sampling = _recorded_sampling(manifest)
     model = info.get("model") or "embedded"
-    if info.get("embedded"):
-        model = "embedded:" + str(info["embedded"].get("name"))
-    return LMSpec(model=model, api_base=info.get("api_base"), api_key_env=info.get("api_key_env"),
-                  temperature=info.get("temperature"), max_tokens=info.get("max_tokens"))
+    if model == "scripted":
+        raise ConfigError("the artifact was compiled with the scripted test LM, which production cannot reach",
+                          field="lms.generator", hint="pass --generator MODEL[@API_BASE] (or 'embedded')")
+    embedded = info.get("embedded")
+    name = embedded.get("name") if isinstance(embedded, dict) else None
+    if name in EMBEDDED_MODELS:
+        return LMSpec(model=f"{EMBEDDED}:{name}", **sampling)
+    if not info:
+        return LMSpec(model=EMBEDDED, **sampling)
+    where = f" at {sanitize_api_base(info.get('api_base'))}" if info.get("api_base") else ""
+    raise ConfigError(f"the artifact was compiled with generator {str(model)[:80]!r}{where}; production takes a "
+                      "served model, its address and its key only from the command line", field="generator",
+                      hint="pass --generator MODEL@http://HOST:PORT/v1 (and --api-key-env VAR for a key), "
+                           "or --generator embedded")
 
 
 def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.LM | None,
-                      api_key_env: str | None = None) -> tuple[dspy.LM, dict[str, Any]]:
-    """The generator LM and its secret-free description: the artifact's unless one is given.
+                      api_key_env: str | None = None, *, timeout: float | None = None,
+                      retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
+    """The generator LM and its secret-free description: the artifact's (in-process) unless one is given.
 
-    A ``MODEL[@API_BASE]`` flag keeps the artifact's sampling settings; the artifact's key variable is kept
-    only for the same server, so a key meant for one server is never sent to another.
+    A ``MODEL[@API_BASE]`` flag keeps the artifact's sampling settings; the key variable, the timeout (total
+    seconds per request) and the retries come from the command line only.
     """
     if isinstance(generator, dspy.LM):
         return generator, describe_lm(generator, role="generator")
-    base = _manifest_generator(manifest)
     if isinstance(generator, LMSpec):
         spec = generator
     elif isinstance(generator, str):
         flag = parse_lm_flag(generator)
-        same_place = flag.api_base == base.api_base and flag.api_base is not None
-        spec = base.model_copy(update={"model": flag.model, "api_base": flag.api_base,
-                                       "api_key_env": base.api_key_env if same_place else None})
-    elif base.model == "scripted":
-        raise ConfigError("the artifact was compiled with the scripted test LM, which production cannot reach",
-                          field="lms.generator", hint="pass --generator MODEL[@API_BASE] (or 'embedded')")
+        spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(manifest))
     else:
-        spec = base
-    if api_key_env:
-        spec = spec.model_copy(update={"api_key_env": api_key_env})
+        spec = _artifact_generator(manifest)
+    changes = {"api_key_env": api_key_env, "timeout": timeout, "retries": retries}
+    try:
+        spec = LMSpec.model_validate({**spec.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=str(first["loc"][0])) from None
     lm = build_lm(spec, role="generator")
     return lm, describe_lm(lm, role="generator", spec=spec)

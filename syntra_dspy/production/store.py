@@ -4,8 +4,8 @@ Why SQLite: a single file users can copy and inspect, transactions that survive 
 (``syntra export --stats``) that work while a run is writing. Each document is one unit of work written
 in one transaction (:meth:`RunStore.commit`): either all of its queries, candidates, labels, failures and
 LM usage are there, or none are. A document is committed at most once as ``done``; the guard is in SQL,
-so even a bug or a second process cannot add its records twice. An advisory lock file keeps a second
-producer off a store that is being written.
+so even a bug or a second process cannot add its records twice. An advisory lock on the database file
+itself keeps a second producer off a store that is being written.
 
 Tables: ``meta`` (JSON values: schema, artifact version and checksum, settings, task definition, retrieval
 instruction, selection), ``sessions`` (one row per ``produce`` invocation), ``documents`` (the planned
@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from syntra_dspy.errors import ConfigError, SyntraError
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.production.store_file import StoreError, StoreLock, check_schema, probe, writable_path
 from syntra_dspy.production.units import DocumentResult
 
 SCHEMA_VERSION = 1
@@ -65,49 +66,14 @@ CREATE INDEX documents_status ON documents (status, position);
 """
 
 
-class StoreError(SyntraError):
-    """The run store is unreadable, from another schema, locked, or was asked to do something unsafe."""
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-class _Lock:
-    """An advisory ``flock`` on ``<store>.lock``; the OS drops it when the process dies, even by ``kill -9``."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path.with_name(path.name + ".lock")
-        self._fh: Any = None
-
-    def acquire(self) -> None:
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory lock; one producer per store is then the user's job
-            return
-        self._fh = open(self.path, "a+")  # noqa: SIM115 - held for the store's lifetime
-        try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._fh.close()
-            self._fh = None
-            raise StoreError("another `syntra produce` is writing to this store", path=self.path.with_suffix(""),
-                             hint="wait for it to finish, or stop it; a killed run releases the lock") from None
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.write(str(os.getpid()))
-        self._fh.flush()
-
-    def release(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
 
 
 class RunStore:
     """A production run on disk. ``RunStore.open(path)`` to write, ``RunStore.open(path, readonly=True)`` to read."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, lock: _Lock | None) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock: StoreLock | None) -> None:
         self.path, self._conn, self._lock = path, conn, lock
 
     # ── opening ──
@@ -123,11 +89,14 @@ class RunStore:
             store = cls(path, conn, None)
             store._check_schema()
             return store
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = _Lock(path)
+        real = writable_path(path)
+        real.parent.mkdir(parents=True, exist_ok=True)
+        lock = StoreLock(real)
         lock.acquire()
         try:
-            conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
+            if real.stat().st_size:
+                probe(real, kind=KIND)  # before the WAL switch below: a foreign file is refused untouched
+            conn = sqlite3.connect(str(real), isolation_level=None, timeout=30.0)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")  # a committed document survives power loss, not only kill -9
             conn.execute("PRAGMA foreign_keys=ON")
@@ -146,16 +115,7 @@ class RunStore:
             raise
 
     def _check_schema(self) -> None:
-        try:
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            kind = self.meta().get("kind")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"not a run store: {exc}", path=self.path) from None
-        if kind != KIND:
-            raise StoreError(f"not a syntra-dspy run store (kind={kind!r})", path=self.path)
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"unsupported run-store schema {version} (this syntra-dspy reads {SCHEMA_VERSION})",
-                             path=self.path, hint="use the syntra-dspy version that wrote it")
+        check_schema(self._conn, self.path, kind=KIND, version=SCHEMA_VERSION)
 
     def close(self) -> None:
         self._conn.close()
@@ -381,7 +341,7 @@ class _Tx:
     def __exit__(self, exc_type: object, *rest: object) -> None:
         if exc_type is None:
             self.conn.execute("COMMIT")
-        else:
+        elif self.conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
             self.conn.execute("ROLLBACK")
 
 

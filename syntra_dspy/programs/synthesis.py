@@ -40,6 +40,8 @@ T = TypeVar("T")
 #: The steps of a synthesis program, in pipeline order (also the predictor names in program.json). ``annotate``
 #: writes labels for a list of candidates; ``grade`` judges one candidate and is read for its label probabilities.
 STEP_NAMES = ("extract", "plan", "write", "annotate", "grade")
+#: Steps added after artifacts were first committed: an older artifact lacks them and they derive from its components.
+LATER_STEPS = frozenset({"grade"})
 
 
 #: How much of a rejected answer a failure keeps (enough to see a loop, an empty list or a wrong schema).
@@ -139,7 +141,7 @@ class SynthesisProgram(dspy.Module):
     def load_state(self, state: dict[str, Any], **kwargs: Any) -> None:
         """DSPy's load, also for program.json files saved before the ``grade`` step existed: that step's
         instruction is then composed from the saved annotation instruction, as a fresh compile would."""
-        if "grade" in state or "annotate" not in state:
+        if "grade" in state or "annotate" not in state:  # "grade" is the one LATER_STEPS entry
             return super().load_state(state, **kwargs)
         super().load_state({**state, "grade": self.grade.dump_state()}, **kwargs)
         if self.state.task_definition is not None:

@@ -118,6 +118,18 @@ class TrainConfig:
         return cls(**data)
 
 
+def check_schedule(steps: int, config: TrainConfig) -> None:
+    """Refuse a run whose optimizer never leaves learning rate 0: with warmup the first step runs at lr 0
+    (transformers' schedules start at 0), so a one-step run saves a model identical to its base."""
+    warms_up = config.warmup_ratio > 0 and config.lr_scheduler != "constant"
+    if warms_up and steps < 2:
+        raise ConfigError(
+            f"{steps} optimizer step with warmup (ratio {config.warmup_ratio}) trains at learning rate 0, so the "
+            "saved model would equal its base; training needs at least 2 optimizer steps",
+            field="max_steps" if config.max_steps > 0 else "epochs",
+            hint="add records, raise --epochs or --max-steps, lower --batch-size, or pass --warmup-ratio 0")
+
+
 def check_query_format(fmt: str) -> None:
     """A query template must name ``{query}`` and may name ``{instruction}``, nothing else."""
     import string

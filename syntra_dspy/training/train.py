@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from syntra_dspy.encoder import check_device
 from syntra_dspy.errors import ConfigError, InputError
 from syntra_dspy.training.card import render_model_card
-from syntra_dspy.training.config import TrainConfig
+from syntra_dspy.training.config import TrainConfig, check_schedule
 from syntra_dspy.training.data import TrainingData, build_train_dataset, load_training_data
 from syntra_dspy.training.lora import attach_lora, merge_adapter
 
@@ -91,6 +92,8 @@ def train_embedding_model(data: TrainingData | str | Path, *, base: str, out: st
                                   require_instruction=uses_instruction)
     else:
         _check_loaded(data, config, uses_instruction)
+    check_schedule(_planned_steps(len(data), config), config)  # one example per record
+    check_device(config.device)
     out = Path(out).expanduser()
     _check_out(out, overwrite)
     precision = _precision(config)
