@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     downstream = None
     if args.downstream:
         downstream = DownstreamOptions(dataset=f"beir:{args.data}:{args.split}", docs=args.downstream_docs)
+    # The committed human session answered the written judge's annotation loop: keep that judge so it replays.
     settings = CompileSettings(sample_docs=args.sample_docs, max_attempts=args.max_attempts,
-                               chunk_size=args.chunk_size)
+                               chunk_size=args.chunk_size, judge="written")
     started = time.perf_counter()
     result = compare_strategies(
         TASK, strategies=names, out=args.out, artifacts=args.artifacts, settings=settings, lm_overrides=overrides,

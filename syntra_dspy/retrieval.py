@@ -38,3 +38,27 @@ class IndexCandidates:
 
     def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         return self.index.search(self.encoder.encode_queries(queries), k)
+
+
+class LexicalSourceRank:
+    """Where a query's source document ranks under BM25 over the whole corpus (0-based; None below ``depth``).
+
+    A query whose own document is BM25's first hit mostly repeats the document's words: it teaches a retriever
+    little. Production records this rank for every query; the export's data-quality report counts it."""
+
+    def __init__(self, corpus: Corpus, *, language: str = "en", depth: int = 100) -> None:
+        import threading
+
+        from syntra_dspy.evaluation.retrieve import BM25Retriever
+
+        self.depth = depth
+        self._bm25 = BM25Retriever(corpus, language=language)
+        self._lock = threading.Lock()
+
+    def rank(self, query: str, doc_id: str) -> int | None:
+        with self._lock:
+            found = self._bm25.search({"q": query}, k=self.depth).get("q", {})
+        if doc_id not in found:
+            return None
+        ordered = sorted(found, key=lambda d: (-found[d], d))
+        return ordered.index(doc_id)

@@ -10,6 +10,9 @@ those outputs. The markers below are what the brain's refiners add and what its 
   verifier scores 3 for claims, 1 for questions;
 - the annotator labels a candidate 2 when the annotation instruction contains ``LENIENT_MARK`` and the
   candidate shares a content word with the query, else 1 (or 0 without shared words);
+- the graded judge (one candidate, one digit) answers with label-token probabilities peaked at the number of
+  content words query and candidate share (at most 3) when the instruction contains ``LENIENT_MARK``, else at
+  most 1, so without the marker relevant and merely related candidates look alike;
 - refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves);
 - GEPA's reflection call (``new_instruction``) adds the marker of the step whose instruction it is shown
   (extraction, query planning/writing or annotation), likewise unless ``stubborn``.
@@ -21,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM
+from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM, TokenDistribution
 
 GUIDANCE_MARK = "Prefer relationships stated as findings."
 STYLE_MARK = "Write each query as a short declarative claim, never a question."
@@ -47,7 +50,10 @@ class SyntraBrain:
     stubborn: bool = False
     calls: dict[str, int] = field(default_factory=dict)
 
-    def __call__(self, call: ScriptedCall) -> dict[str, Any]:
+    def __call__(self, call: ScriptedCall) -> dict[str, Any] | TokenDistribution:
+        if call.user.rstrip().endswith("(one digit, 0-3):"):  # the one-candidate grading call
+            self.calls["grade"] = self.calls.get("grade", 0) + 1
+            return self.grade(call.system, call.user)
         inputs = fields_of(call.user)
         outputs = set(call.output_fields)
         name, answer = self._route(call.system, inputs, outputs)
@@ -174,6 +180,17 @@ class SyntraBrain:
         questions = len(re.findall(r"Query: .*\?$", inputs.get("pairs", ""), re.MULTILINE))
         return {"score": 1 if questions else 3,
                 "feedback": "Queries are questions; the examples are claims." if questions else "good"}
+
+    @staticmethod
+    def grade(system: str, user: str) -> TokenDistribution:
+        query = re.search(r"^Query: (.*)$", user, re.MULTILINE)
+        document = re.search(r"^Document: (.*?)\n\n[^\n]*\(one digit, 0-3\):\s*$", user, re.MULTILINE | re.DOTALL)
+        overlap = len(content_words(query.group(1) if query else "") & content_words(document.group(1) if document
+                                                                                  else ""))
+        peak = min(3, overlap) if LENIENT_MARK in system else min(1, overlap)
+        weights = {str(k): (6.0 if k == peak else 1.0 / (1 + abs(k - peak))) for k in range(4)}
+        total = sum(weights.values()) * 1.02  # 2% of the mass on a token that is not a label
+        return TokenDistribution({**{k: w / total for k, w in weights.items()}, "The": 0.02 / 1.02})
 
     @staticmethod
     def annotate(system: str, inputs: dict[str, str]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from syntra_dspy.optimizers import CompileSettings
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer
 from syntra_dspy.testing import SyntraBrain
 
-SETTINGS = CompileSettings(sample_docs=3, selection_target=20)
+# E alone: with the fake encoder the cosine already separates the mini task, so a fused judge would pass unrefined
+SETTINGS = CompileSettings(sample_docs=3, selection_target=20, judge_feature="expected")
 
 
 # -- agreement ------------------------------------------------------------------------------------------

@@ -24,3 +24,10 @@ def test_committed_artifact_loads_with_identical_prompts(manifest):
         assert rendered["grade"].startswith(annotation[:200])
         assert " ".join(rendered["grade"].split()).endswith("Your whole answer is the digit of your label.")
     assert artifact.program.frozen
+
+
+@pytest.mark.parametrize("manifest", EXAMPLES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_committed_artifact_passes_productions_verified_load(manifest):
+    from syntra_dspy.production.setup import load_verified
+
+    assert load_verified(manifest.parent).program.frozen

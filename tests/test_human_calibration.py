@@ -36,7 +36,8 @@ def compile_human(root, monkeypatch, **options):
 
     use_fast_encoder(monkeypatch)
     roles, brain = scripted_roles()
-    settings = CompileSettings(sample_docs=options.pop("sample_docs", 3), selection_target=20)
+    # the recorded decisions below answer the written judge's annotation loop
+    settings = CompileSettings(sample_docs=options.pop("sample_docs", 3), selection_target=20, judge="written")
     artifact = compile_task(MINI_TASK, strategy="human", out=root / "artifacts", lms=roles,
                             index_dir=root / "index", settings=settings, optimizer_kwargs=options)
     return artifact, brain

@@ -16,14 +16,17 @@ from helpers import compile_mini
 _COMPILED: dict[str, Any] = {}
 
 
-def mini_artifact(tmp_path_factory) -> tuple[Path, Path]:
-    """(artifact dir, index dir) of the mini task compiled once per test session with the scripted brain."""
-    if "artifact" not in _COMPILED:
-        root = tmp_path_factory.getbasetemp() / "produce-mini"
+def mini_artifact(tmp_path_factory, judge: str = "written") -> tuple[Path, Path]:
+    """(artifact dir, index dir) of the mini task compiled once per test session with the scripted brain.
+
+    ``written`` (most production tests: annotation in chunks with local ids) or ``graded`` (one candidate per
+    call, label-token probabilities, a fitted calibration)."""
+    if judge not in _COMPILED:
+        root = tmp_path_factory.getbasetemp() / f"produce-mini-{judge}"
         root.mkdir(exist_ok=True)
-        artifact, _ = compile_mini(root)
-        _COMPILED["artifact"], _COMPILED["index"] = artifact.path, root / "index"
-    return _COMPILED["artifact"], _COMPILED["index"]
+        artifact, _ = compile_mini(root, judge=judge, judge_feature="expected")
+        _COMPILED[judge] = (artifact.path, root / "index")
+    return _COMPILED[judge]
 
 
 def prefix(text: str, n: int = 60) -> str:

@@ -15,16 +15,23 @@ def index_dir(tmp_path_factory):
 
 
 def test_self_improve_passes_each_loop_after_one_refinement(tmp_path, index_dir):
-    artifact, brain = compile_mini(tmp_path, index_dir=index_dir)
+    # E alone: in the mini corpus the retriever's cosine separates positives by itself, so a fused judge would
+    # pass before any refinement; on E the strict first instruction cannot tell relevant from related.
+    artifact, brain = compile_mini(tmp_path, index_dir=index_dir, judge_feature="expected")
     history = {h["name"]: h for h in artifact.manifest["history"]}
     assert list(history) == ["task_definition", "idattr", "query_instruction", "annotation_instruction"]
     for loop in history.values():
         assert loop["stop_reason"] == "passed" and loop["kept"] == 2
         assert len(loop["attempts"]) == 2 and loop["attempts"][0]["passed"] is False
         assert loop["attempts"][0]["feedback"]
-    # attempt 1: no positive found (0 of 3) but every control negative rejected (3 of 3)
-    assert [a["score"] for a in history["annotation_instruction"]["attempts"]] == [0.5, 1.0]
+    # the annotation loop's score is binary kappa on the calibration set (3 few-shot queries: their top-8, the
+    # known positive among them, one random control each); the refined, lenient instruction separates them
+    first, second = history["annotation_instruction"]["attempts"]
+    assert first["score"] < 0.5 <= second["score"] and second["details"]["calibration"]["feature"] == "expected"
+    assert second["details"]["candidates"] == 27
     state = artifact.program.state
+    assert state.judge is not None and state.judge.summary.positives == 3
+    assert state.judge.positive_threshold == second["details"]["calibration"]["positive_threshold"]
     assert GUIDANCE_MARK in state.idattr_guidance
     assert STYLE_MARK in state.query_instruction
     assert LENIENT_MARK in state.annotation_instruction
@@ -32,11 +39,22 @@ def test_self_improve_passes_each_loop_after_one_refinement(tmp_path, index_dir)
     # the refined instructions are what the program's steps now send
     assert STYLE_MARK in artifact.program.write.signature.instructions
     assert LENIENT_MARK in artifact.program.annotate.signature.instructions
+    assert LENIENT_MARK in artifact.program.grade.signature.instructions
     assert brain.calls["refine_query"] == 1 and brain.calls["refine_annotation"] == 1
+    assert brain.calls["grade"] == 2 * 27 and "annotate" not in brain.calls
+
+
+def test_the_fused_judge_passes_where_the_retriever_already_separates(tmp_path, index_dir):
+    artifact, _ = compile_mini(tmp_path, index_dir=index_dir)  # judge_feature auto
+    loop = artifact.manifest["history"][-1]
+    assert loop["passed"] and len(loop["attempts"]) == 1
+    judge = artifact.program.state.judge
+    assert judge.feature == "fused" and judge.summary.cv_binary_kappa["fused"] > judge.summary.cv_binary_kappa["expected"]
 
 
 def test_stubborn_brain_runs_to_attempt_limit_and_records_everything(tmp_path, index_dir):
-    artifact, brain = compile_mini(tmp_path, brain=SyntraBrain(stubborn=True), index_dir=index_dir, max_attempts=3)
+    artifact, brain = compile_mini(tmp_path, brain=SyntraBrain(stubborn=True), index_dir=index_dir, max_attempts=3,
+                                   judge_feature="expected")
     for loop in artifact.manifest["history"]:
         assert loop["stop_reason"] == "attempt_limit" and len(loop["attempts"]) == 3 and loop["kept"] == 3
     # refined after attempts 1 and 2, never after the last; each unchanged rewrite is resampled once
@@ -81,7 +99,8 @@ class YesManBrain(SyntraBrain):
 
 
 def test_control_negatives_catch_an_annotator_that_calls_everything_relevant(tmp_path, index_dir):
-    artifact, _ = compile_mini(tmp_path / "a", brain=YesManBrain(), index_dir=index_dir, max_attempts=2)
+    artifact, _ = compile_mini(tmp_path / "a", brain=YesManBrain(), index_dir=index_dir, max_attempts=2,
+                               judge="written")
     loop = artifact.manifest["history"][-1]
     first = loop["attempts"][0]
     assert not loop["passed"] and first["details"]["control_errors"] == 3
@@ -89,8 +108,26 @@ def test_control_negatives_catch_an_annotator_that_calls_everything_relevant(tmp
     for row in first["details"]["labels"]:
         assert len(row["control_positions"]) == 1
     positives_only, _ = compile_mini(tmp_path / "b", brain=YesManBrain(), index_dir=index_dir, max_attempts=2,
-                                     control_negatives=0)
+                                     control_negatives=0, judge="written")
     assert positives_only.manifest["history"][-1]["passed"]
+
+
+class YesManGrader(SyntraBrain):
+    """Grades every candidate 3 with the same confidence."""
+
+    @staticmethod
+    def grade(system, user):
+        from syntra_dspy.lm import TokenDistribution
+
+        return TokenDistribution({"3": 0.9, "2": 0.1})
+
+
+def test_the_graded_loop_fails_an_annotator_that_calls_everything_relevant(tmp_path, index_dir):
+    artifact, _ = compile_mini(tmp_path, brain=YesManGrader(), index_dir=index_dir, max_attempts=2,
+                               judge_feature="expected")
+    loop = artifact.manifest["history"][-1]
+    assert not loop["passed"] and [a["score"] for a in loop["attempts"]] == [0.0, 0.0]
+    assert loop["attempts"][0]["feedback"]
 
 
 def test_a_definition_drawn_from_one_example_is_caught_in_code():

@@ -11,7 +11,7 @@ import sys
 from syntra_dspy.errors import RunAbandoned, SyntraError
 
 # Subcommand modules, in the order `syntra --help` lists them.
-_COMMANDS = ("index", "compile", "artifacts", "produce", "export", "train", "eval", "compare")
+_COMMANDS = ("index", "compile", "artifacts", "produce", "export", "train", "eval", "compare", "agreement")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,8 @@ from syntra_dspy.optimizers.settings import CompileSettings
 _SETTING_FLAGS = {
     "max_attempts": int, "sample_docs": int, "queries_per_doc": int, "pass_threshold": int, "seed": int,
     "annotation_candidates": int, "chunk_size": int, "max_doc_chars": int, "selection_tau": float,
+    "judge": str, "judge_feature": str, "judge_kappa_target": float, "judge_recall_target": float,
+    "calibration_labels": str, "calibration_queries": int,
 }
 
 
@@ -47,7 +49,9 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", choices=("last", "best"), default=None, help="attempt a loop keeps when none passes")
     p.add_argument("--selection-target", type=int, default=None, help="documents selected before sampling")
     for name, kind in _SETTING_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+        field = CompileSettings.model_fields[name]
+        p.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
+                       help=f"{field.description} (default {field.default})" if field.description else None)
     add_lm_flags(p)
 
 

@@ -176,7 +176,8 @@ def compare_strategies(
     for name, artifact in zip(names, compiled):
         meter = UsageMeter()
         started = time.perf_counter()
-        metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(artifact, material, corpus)
+        metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(
+            artifact, material, corpus, similarity=lambda q, d: float(enc.encode_queries([q])[0] @ index.vector(d)))
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
         results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,

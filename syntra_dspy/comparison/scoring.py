@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import mean
 from typing import Any
 
@@ -20,13 +20,12 @@ import dspy
 from syntra_dspy.artifacts import Artifact
 from syntra_dspy.comparison.agreement import label_agreement
 from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
-from syntra_dspy.errors import LMOutputError
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.self_improve import _score, clean_text
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.authoring import InstructionAuthor
-from syntra_dspy.signatures.types import label_class
+from syntra_dspy.programs.judge import Candidate, RelevanceJudge
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +51,8 @@ class HeldoutScorer:
         with dspy.context(lm=self.lms.generator, adapter=dspy.JSONAdapter()):
             return fn(*args, **kwargs)
 
-    def score(self, artifact: Artifact, material: HeldoutMaterial, corpus: Any) -> dict[str, Any]:
+    def score(self, artifact: Artifact, material: HeldoutMaterial, corpus: Any,
+              similarity: Callable[[str, str], float] | None = None) -> dict[str, Any]:
         """Verifier scores on fresh documents and, when the material has pairs, annotation agreement."""
         program = artifact.program
         task = ctx.task_context(program.state.task_definition)
@@ -92,7 +92,7 @@ class HeldoutScorer:
             logger.info("held-out scoring of %s: labelling %d held-out pairs", artifact.version, len(material.items))
             with self._stage("heldout_annotation"):
                 predicted = self._generating(label_items, program, material.items, corpus,
-                                             chunk_size=self.settings.chunk_size)
+                                             chunk_size=self.settings.chunk_size, similarity=similarity)
             gold = [item.gold for item in material.items]
             result["annotation"] = label_agreement(gold, predicted)
             result["labels"] = [{"query_id": i.query_id, "doc_id": i.doc_id, "gold": i.gold, "source": i.source,
@@ -101,22 +101,21 @@ class HeldoutScorer:
         return result
 
 
-def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk_size: int) -> list[str | None]:
-    """The program's three-class label for every item (None where annotation failed after its retries)."""
+def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk_size: int,
+                similarity: Callable[[str, str], float] | None = None) -> list[str | None]:
+    """The three-class label the artifact's own judge (graded or written) gives every item (None where annotation
+    failed after its retries). ``similarity(query, doc_id)`` supplies the retriever's cosine a fused judge needs."""
+    judge = RelevanceJudge(program, chunk_size=chunk_size)
     by_query: dict[str, list[int]] = {}
     for n, item in enumerate(items):
         by_query.setdefault(item.query_id, []).append(n)
     out: list[str | None] = [None] * len(items)
     for positions in by_query.values():
         query = items[positions[0]].query
-        for start in range(0, len(positions), chunk_size):
-            chunk = positions[start:start + chunk_size]
-            try:
-                scores = program.label_candidates(query, [corpus[items[n].doc_id].content for n in chunk])
-            except LMOutputError:
-                continue
-            for n, score in zip(chunk, scores):
-                out[n] = label_class(score)
+        cands = [Candidate(corpus[items[n].doc_id].content,
+                           similarity(query, items[n].doc_id) if similarity else None) for n in positions]
+        for n, judgment in zip(positions, judge.judge_all(query, cands)):
+            out[n] = None if judgment is None else judgment.klass
     return out
 
 

@@ -14,6 +14,7 @@ from dspy.teleprompt import Teleprompter
 from dspy.utils.exceptions import AdapterParseError
 
 from syntra_dspy.errors import ConfigError, LMOutputError
+from syntra_dspy.optimizers import judge_stage as js
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
@@ -22,6 +23,7 @@ from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.authoring import ROLE_OF, InstructionAuthor
 from syntra_dspy.programs.components import FewShotPair
+from syntra_dspy.programs.judge_calibration import fit_calibration
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.task import TaskDefinition
 
@@ -294,6 +296,8 @@ class SelfImprove(Teleprompter):
             return (program.with_components(annotation_instruction=initial),
                     unevaluated("annotation_instruction", initial))
 
+        if s.judge == "graded":
+            return self.adapt_graded_annotation(program, candidates, initial)
         confirmed = self.calibration_labels(program, candidates, initial)
 
         def generate(instruction: str) -> list[tr.LabelTrial] | list[Any]:
@@ -318,6 +322,57 @@ class SelfImprove(Teleprompter):
         instruction, _, report = self._loop("annotation_instruction", generate=generate, evaluate=evaluate,
                                             refine=refine, threshold=1.0).run(initial)
         return program.with_components(annotation_instruction=instruction), report
+
+    def adapt_graded_annotation(self, program: SynthesisProgram, candidates: tr.CandidateSource, initial: str
+                                ) -> tuple[SynthesisProgram, LoopReport]:
+        """The annotation loop with the graded judge: the metric is agreement beyond chance on the calibration
+        set (binary kappa and positive recall), and the kept attempt's fitted calibration joins the program."""
+        s = self.settings
+        task = ctx.task_context(program.state.task_definition)
+        corpus = getattr(candidates, "corpus", None)
+        material = js.calibration_set(program.state.examples, candidates, k=s.annotation_candidates,
+                                      controls=max(1, s.control_negatives), seed=s.seed,
+                                      labels=s.calibration_labels, label_queries=s.calibration_queries)
+        material += self.confirmed_candidates(candidates, self.calibration_labels(program, candidates, initial))
+        logger.info("annotation_instruction: graded judge, %d calibration candidates (%d queries)", len(material),
+                    len({c.query for c in material}))
+
+        def generate(instruction: str) -> list[Any]:
+            return self._generating(js.grade_set, program.with_components(annotation_instruction=instruction),
+                                    material, corpus)
+
+        def evaluate(instruction: str, grades: list[Any]) -> Evaluation:
+            def explain(text: str) -> str:
+                return clean_text(self._call("explain_mismatches", task_context=task, instruction=instruction,
+                                             mismatches=text).feedback)
+
+            return js.evaluate_graded(material, grades, corpus, feature=s.judge_feature,
+                                      kappa_target=s.judge_kappa_target, recall_target=s.judge_recall_target,
+                                      explain=explain)
+
+        def refine(instruction: str, _: Any, ev: Evaluation) -> str:
+            return self._revise("refine_annotation", "instruction", instruction, task_context=task,
+                                current_instruction=instruction, feedback=ev.feedback)
+
+        instruction, grades, report = self._loop("annotation_instruction", generate=generate, evaluate=evaluate,
+                                                 refine=refine, threshold=s.judge_kappa_target).run(initial)
+        samples = js.samples_of(material, grades)
+        judge = fit_calibration(samples, feature=s.judge_feature) if any(x.gold == "positive" for x in samples) \
+            else None
+        return program.with_components(annotation_instruction=instruction, judge=judge), report
+
+    @staticmethod
+    def confirmed_candidates(candidates: tr.CandidateSource, pairs: Sequence[LabelledPair] | None) -> list[Any]:
+        """Human-confirmed labels (given to the strategy, or asked for by the human one) as calibration candidates."""
+        if not pairs:
+            return []
+        from syntra_dspy.candidates import JudgedCandidate
+
+        encoder = candidates.encoder  # type: ignore[attr-defined]
+        qvecs = encoder.encode_queries([p.query for p in pairs])
+        dvecs = encoder.encode_documents([p.text or "" for p in pairs])
+        return [JudgedCandidate(f"confirmed-{p.query[:40]}", p.query, p.doc_id, None, float(q @ d), p.label, "human",
+                                text=p.text) for p, q, d in zip(pairs, qvecs, dvecs)]
 
     def calibration_labels(self, program: SynthesisProgram, candidates: tr.CandidateSource, instruction: str
                            ) -> tuple[LabelledPair, ...] | None:

@@ -26,3 +26,16 @@ class CompileSettings(BaseModel):
     selection_tau: float = Field(0.6, gt=0, le=1, description="diversity threshold for document selection")
     selection_target: int | None = Field(200, ge=1, description="documents selected before sampling; None = all")
     infer_task_definition: bool = Field(True, description="infer the task definition when the task file has none")
+    judge: Literal["graded", "written"] = Field(
+        "graded", description="graded: one candidate per call, label-token probabilities and a calibration fitted "
+        "here; written: the annotator writes labels for chunks of candidates")
+    judge_feature: Literal["auto", "expected", "fused"] = Field(
+        "auto", description="graded judge score: E, E fused with the retriever's cosine, or the better of the two by "
+        "leave-one-query-out kappa on the calibration set")
+    judge_kappa_target: float = Field(0.5, ge=-1, le=1, description="binary kappa on the calibration set that passes "
+                                      "the annotation loop (graded judge)")
+    judge_recall_target: float = Field(0.6, ge=0, le=1, description="positive recall on the calibration set that "
+                                       "passes the annotation loop (graded judge)")
+    calibration_labels: str | None = Field(None, description="judged data whose human qrels join the calibration set "
+                                           "(beir:PATH[:split] or neuclirtech:PATH[:eng|zho])")
+    calibration_queries: int = Field(10, ge=0, le=1000, description="queries drawn from calibration_labels")

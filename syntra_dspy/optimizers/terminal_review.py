@@ -19,6 +19,7 @@ from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import CalibrationTrial, LabelledPair, read_label_file
 from syntra_dspy.optimizers.loop import ReviewRequest
 from syntra_dspy.programs import context as ctx
+from syntra_dspy.programs.grading import Grade
 from syntra_dspy.signatures.types import label_class
 
 RULE = "=" * 78
@@ -92,6 +93,12 @@ def render_outputs(outputs: Any, max_doc_chars: int = 400) -> str:
         return _render_labels(items)
     if isinstance(first, CalibrationTrial):
         return _render_calibration(items)
+    if isinstance(first, Grade) or first is None:
+        graded = [g for g in items if g is not None]
+        bins = [sum(lo <= (g.expected or 0) < lo + 1 for g in graded) for lo in (0, 1, 2)]
+        bins[2] += sum((g.expected or 0) >= 3 for g in graded)
+        return (f"{len(graded)} of {len(items)} calibration candidates graded; mean label E in [0,1): {bins[0]}, "
+                f"[1,2): {bins[1]}, [2,3]: {bins[2]} (agreement with the reference classes is in the judgement below)")
     return "\n".join(str(item) for item in items)
 
 

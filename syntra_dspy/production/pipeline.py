@@ -32,6 +32,8 @@ from syntra_dspy.production.units import (
     QueryResult,
     query_id,
 )
+from syntra_dspy.programs.judge import Candidate as JudgeCandidate
+from syntra_dspy.programs.judge import Judgment, RelevanceJudge
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.redact import redact
 from syntra_dspy.validation import fallback_blueprints
@@ -93,8 +95,11 @@ class DocumentPipeline:
     """Runs documents through the frozen program; thread-safe, one instance per run."""
 
     def __init__(self, program: SynthesisProgram, corpus: Corpus, searcher: Searcher, settings: UnitSettings, *,
-                 slots: AbstractContextManager, chunk_pool: Executor, retry_temperature: float = 0.7) -> None:
+                 slots: AbstractContextManager, chunk_pool: Executor, retry_temperature: float = 0.7,
+                 judge: RelevanceJudge | None = None, lexical: Any = None) -> None:
         self.program = program
+        self.judge = judge or RelevanceJudge(program, chunk_size=settings.chunk_size)
+        self.lexical = lexical  # ranks a query's source document under BM25 (data-quality report); optional
         self.retry_temperature = retry_temperature
         self.corpus = corpus
         self.searcher = searcher
@@ -149,6 +154,8 @@ class DocumentPipeline:
                                 blueprint=blueprint.model_dump(mode="json"),
                                 candidates=[Candidate(rank, cid, float(score)) for rank, (cid, score) in enumerate(found)])
                 q.source_rank = next((c.rank for c in q.candidates if c.doc_id == doc_id), None)
+                if self.lexical is not None:
+                    q.bm25_source_rank = self.lexical.rank(query, doc_id)
                 result.queries.append(q)
                 for cand in q.candidates:
                     result.texts.setdefault(cand.doc_id, self.corpus[cand.doc_id].content)
@@ -172,12 +179,12 @@ class DocumentPipeline:
 
     def _annotate(self, result: DocumentResult) -> None:
         """Label every candidate of every query, in chunks with local ids; chunks run concurrently."""
-        size = self.settings.chunk_size
+        size = self.judge.chunk_size
         jobs: list[tuple[QueryResult, int, Future]] = []
         for q in result.queries:
             for start in range(0, len(q.candidates), size):
-                texts = [result.texts[c.doc_id] for c in q.candidates[start:start + size]]
-                jobs.append((q, start, submit_in_context(self.chunk_pool, self._label, q.text, texts)))
+                chunk = [JudgeCandidate(result.texts[c.doc_id], c.score) for c in q.candidates[start:start + size]]
+                jobs.append((q, start, submit_in_context(self.chunk_pool, self._label, q.text, chunk)))
         fatal: BaseException | None = None
         for q, start, future in jobs:  # wait for every chunk, so none outlives this document's meter
             chunk = q.candidates[start:start + size]
@@ -192,11 +199,11 @@ class DocumentPipeline:
             except Exception as exc:  # noqa: BLE001 - backend trouble fails the document (retried on resume)
                 fatal = fatal or exc
                 continue
-            for cand, label in zip(chunk, labels):  # local id i is the i-th candidate of the chunk
-                cand.label = int(label)
+            for cand, judgment in zip(chunk, labels):  # local id i is the i-th candidate of the chunk
+                cand.label, cand.grade, cand.judge_score = judgment.label, judgment.grade, judgment.score
         if fatal is not None:
             raise fatal
 
-    def _label(self, query: str, texts: Sequence[str]) -> list[int]:
+    def _label(self, query: str, chunk: Sequence[JudgeCandidate]) -> list[Judgment]:
         with self.slots:
-            return self.program.label_candidates(query, list(texts))
+            return self.judge.judge(query, chunk)

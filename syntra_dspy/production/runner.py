@@ -43,7 +43,8 @@ from syntra_dspy.production.setup import (
 from syntra_dspy.production.store import RunStore, check_compatible
 from syntra_dspy.production.store_file import storage_error
 from syntra_dspy.production.units import DocumentResult
-from syntra_dspy.retrieval import IndexCandidates
+from syntra_dspy.programs.judge import RelevanceJudge
+from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
 from syntra_dspy.selection import select_diverse
 from syntra_dspy.task import LMSpec
 
@@ -214,8 +215,10 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env,
                                            timeout=timeout, retries=retries)
     prepare_lm(lm)
+    judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
     store_path = Path(store)
     run = _open_run(store_path, inputs, generator_info)
+    run.set_meta(judge=judge.describe())
     try:
         _plan(run, inputs, docs)
         todo = run.todo(retry_failed=retry_failed)
@@ -224,16 +227,21 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             "resampled": sum(1 for _, r in todo if r)})
         logger.info("session %d: %d documents to process (%s), concurrency %d", session, len(todo),
                     run.document_counts(), concurrency)
-        status, processed, seconds = _execute(run, session, inputs, lm, todo, concurrency=concurrency,
-                                              progress=progress, retry_temperature=retry_temperature,
-                                              max_errors=max_consecutive_errors or max(10, 2 * concurrency),
-                                              retry_failed=retry_failed)
+        try:
+            status, processed, seconds = _execute(run, session, inputs, lm, todo, judge, concurrency=concurrency,
+                                                  progress=progress, retry_temperature=retry_temperature,
+                                                  max_errors=max_consecutive_errors or max(10, 2 * concurrency),
+                                                  retry_failed=retry_failed)
+        finally:
+            if judge.fallback:  # the backend gave no label probabilities: say so where the records come from
+                run.set_meta(judge=judge.describe())
         return _summary(run, inputs, session, status, processed, seconds)
     finally:
         run.close()
 
 
-def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[tuple[str, int]], *,
+def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[tuple[str, int]],
+             judge: RelevanceJudge, *,
              concurrency: int, progress: bool, max_errors: int, retry_temperature: float,
              retry_failed: bool = False) -> tuple[str, int, float]:
     started = time.perf_counter()
@@ -244,8 +252,10 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
     # others keep every slot busy. The slots, not the pools, bound the calls in flight.
     doc_pool = ThreadPoolExecutor(max_workers=2 * concurrency, thread_name_prefix="syntra-doc")
     chunk_pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="syntra-chunk")
+    language = inputs.artifact.program.state.task_definition.document_language
     pipeline = DocumentPipeline(inputs.artifact.program, inputs.corpus, searcher, inputs.settings, slots=slots,
-                                chunk_pool=chunk_pool, retry_temperature=retry_temperature)
+                                chunk_pool=chunk_pool, retry_temperature=retry_temperature, judge=judge,
+                                lexical=LexicalSourceRank(inputs.corpus, language=language))
     pending = iter(todo)
     inflight: set[Future] = set()
     processed, consecutive, status = 0, 0, "completed"

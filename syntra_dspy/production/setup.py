@@ -49,8 +49,9 @@ def load_verified(artifact_path: str | Path, key_env: str | None = None) -> Arti
     artifact = load_artifact(artifact_path, key_env=key_env)
     if not artifact.program.frozen:
         raise ArtifactError("the loaded program is not frozen", path=artifact.path)
-    for name, rendered in render_prompts(artifact.program).items():
-        recorded = artifact.manifest["prompts"][name]
+    rendered_prompts = render_prompts(artifact.program)
+    for name, recorded in artifact.manifest["prompts"].items():  # older artifacts record no later steps
+        rendered = rendered_prompts[name]
         if rendered["instructions_sha256"] != recorded["instructions_sha256"]:
             raise ArtifactError(f"step '{name}' instructions differ from the artifact's", path=artifact.path)
     return artifact

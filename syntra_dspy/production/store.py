@@ -65,6 +65,16 @@ CREATE INDEX failures_doc ON failures (doc_id);
 CREATE INDEX documents_status ON documents (status, position);
 """
 
+#: Tables added after the first release: created by any writer that opens a store, so older stores gain them and
+#: readers check that they exist. ``grades``: the graded judgment behind a label (p(0..3), E, the written digit,
+#: the calibrated score); ``query_ranks``: where the source document ranks for its query under BM25.
+_ADDED = """
+CREATE TABLE IF NOT EXISTS grades (
+    query_id TEXT NOT NULL, rank INTEGER NOT NULL, p0 REAL, p1 REAL, p2 REAL, p3 REAL, expected REAL,
+    written INTEGER, mass REAL, judge_score REAL, PRIMARY KEY (query_id, rank));
+CREATE TABLE IF NOT EXISTS query_ranks (query_id TEXT PRIMARY KEY, bm25_source_rank INTEGER);
+"""
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -109,6 +119,10 @@ class RunStore:
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                     store._set_meta(conn, {"schema_version": SCHEMA_VERSION, "kind": KIND, "created_at": _now()})
             store._check_schema()
+            with store._transaction():
+                for statement in _ADDED.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
             return store
         except BaseException:
             lock.release()
@@ -214,8 +228,9 @@ class RunStore:
                 raise StoreError(f"document {result.doc_id!r} is already done; it will not be written twice",
                                  path=self.path)
             if row[0] in ("failed", "partial"):  # an explicit retry replaces the earlier attempt
-                c.execute("DELETE FROM candidates WHERE query_id IN (SELECT query_id FROM queries WHERE doc_id=?)",
-                          (result.doc_id,))
+                for table in ("candidates", "grades", "query_ranks"):
+                    c.execute(f"DELETE FROM {table} WHERE query_id IN (SELECT query_id FROM queries WHERE doc_id=?)",
+                              (result.doc_id,))
                 c.execute("DELETE FROM queries WHERE doc_id=?", (result.doc_id,))
                 c.execute("UPDATE failures SET superseded=1 WHERE doc_id=?", (result.doc_id,))
             c.execute(
@@ -234,6 +249,13 @@ class RunStore:
                 "INSERT INTO candidates (query_id, rank, doc_id, score, label) VALUES (?, ?, ?, ?, ?)",
                 [(q.query_id, cand.rank, cand.doc_id, cand.score, cand.label)
                  for q in result.queries for cand in q.candidates])
+            graded = [(q.query_id, cand.rank, *(cand.grade.probs or (None,) * 4), cand.grade.expected,
+                       cand.grade.written, cand.grade.mass, cand.judge_score)
+                      for q in result.queries for cand in q.candidates if cand.grade is not None]
+            c.executemany("INSERT INTO grades (query_id, rank, p0, p1, p2, p3, expected, written, mass, "
+                          "judge_score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", graded)
+            c.executemany("INSERT INTO query_ranks (query_id, bm25_source_rank) VALUES (?, ?)",
+                          [(q.query_id, q.bm25_source_rank) for q in result.queries])
             c.executemany("INSERT OR IGNORE INTO texts (doc_id, content) VALUES (?, ?)", list(result.texts.items()))
             c.executemany(
                 "INSERT INTO failures (session_id, doc_id, query_id, stage, kind, error, detail, created_at) "
@@ -317,6 +339,9 @@ class RunStore:
             "SELECT count(*) FROM queries q WHERE q.complete = 1 "
             "AND EXISTS (SELECT 1 FROM candidates c WHERE c.query_id = q.query_id AND c.label >= 2) "
             "AND EXISTS (SELECT 1 FROM candidates c WHERE c.query_id = q.query_id AND c.label = 1)")
+
+    def has_table(self, name: str) -> bool:
+        return self.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) > 0
 
     def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}

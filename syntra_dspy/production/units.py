@@ -39,6 +39,8 @@ class Candidate:
     doc_id: str
     score: float
     label: int | None = None
+    grade: Any = None  # the graded judgment behind the label (syntra_dspy.programs.grading.Grade), if graded
+    judge_score: float | None = None  # the calibrated score the label was cut from (graded judge)
 
 
 @dataclass
@@ -51,6 +53,7 @@ class QueryResult:
     blueprint: dict[str, Any]
     candidates: list[Candidate] = field(default_factory=list)
     source_rank: int | None = None  # rank of the source document among the candidates; None: not retrieved
+    bm25_source_rank: int | None = None  # rank of the source document under BM25 (top 100); None: below that
 
     @property
     def complete(self) -> bool:

@@ -53,6 +53,7 @@ class CalibrationSummary(BaseModel):
     hard_negatives: int
     easy_negatives: int
     sources: dict[str, int] = Field(default_factory=dict)
+    query_texts: tuple[str, ...] = ()  # the calibration queries: agreement measurements must exclude them
     binary_kappa: float | None = None
     three_class_kappa: float | None = None
     positive_recall: float | None = None
@@ -220,6 +221,7 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
     summary = CalibrationSummary(
         candidates=len(samples), queries=len({s.query for s in samples}), positives=sum(is_pos),
         hard_negatives=gold.count("hard_negative"), easy_negatives=gold.count("easy_negative"), sources=sources,
+        query_texts=tuple(dict.fromkeys(s.query for s in samples)),
         binary_kappa=binary.kappa, three_class_kappa=three.kappa,
         positive_recall=binary.per_class["relevant"]["recall"],
         positive_precision=binary.per_class["relevant"]["precision"],

@@ -1,0 +1,65 @@
+"""``syntra agreement ARTIFACT --dataset beir:PATH[:split]``: how far the artifact's judge agrees with people."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from syntra_dspy.cli._args import positive_int
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "agreement", help="measure an artifact's relevance judge against human judgments",
+        description="Judge, with the artifact's own judge, the candidates production would retrieve for N queries of "
+                    "a judged dataset (dense top-K, plus judged positives retrieval missed, plus random documents), "
+                    "and report binary and three-class Cohen's kappa, precision and recall per class, the AUC of the "
+                    "graded score, a reliability chart, and seconds and tokens per candidate. The task's few-shot and "
+                    "calibration queries are excluded. Judgments are logged as they are made: rerun to resume.")
+    p.add_argument("artifact", type=Path, help="artifact directory")
+    p.add_argument("--dataset", required=True, metavar="beir:PATH[:split]",
+                   help="judged dataset (beir:PATH[:split] or neuclirtech:PATH[:eng|zho])")
+    p.add_argument("--queries", type=positive_int, default=50, metavar="N", help="queries to sample (default 50)")
+    p.add_argument("--top-k", type=positive_int, default=10, metavar="K", help="retrieved candidates per query (10)")
+    p.add_argument("--random", type=int, default=1, metavar="R", help="random documents per query (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="query sampling seed (default 0)")
+    p.add_argument("--judge", default=None, metavar="graded|written[,…]",
+                   help="judge mode(s), comma-separated (default: the artifact's: graded when it has a calibrated "
+                        "judge, else written)")
+    p.add_argument("--compare", type=Path, default=None, metavar="ARTIFACT2",
+                   help="judge the same candidates with a second artifact too")
+    p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
+    p.add_argument("--api-key-env", default=None, metavar="VAR")
+    p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
+    p.add_argument("--out", type=Path, default=Path("runs/agreement"), help="report folder (default runs/agreement)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntra_dspy.comparison.judge_eval import measure_agreement
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.programs.judge import JUDGE_MODES
+
+    modes = [m.strip() for m in args.judge.split(",") if m.strip()] if args.judge else []
+    bad = [m for m in modes if m not in JUDGE_MODES]
+    if bad:
+        raise ConfigError(f"unknown judge mode {bad[0]!r}", field="judge", hint=f"use {' or '.join(JUDGE_MODES)}")
+    if args.random < 0:
+        raise ConfigError("--random must be 0 or more", field="random")
+    if not modes:
+        from syntra_dspy.production.setup import load_verified
+
+        modes = ["graded" if load_verified(args.artifact).program.state.judge is not None else "written"]
+    artifacts = [args.artifact, *([args.compare] if args.compare else [])]
+    report = measure_agreement(artifacts, args.dataset, judges=modes, n_queries=args.queries, top_k=args.top_k,
+                               random_negatives=args.random, seed=args.seed, out=args.out, generator=args.generator,
+                               index_dir=args.index_dir, api_key_env=args.api_key_env)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print((args.out / "agreement.md").read_text(encoding="utf-8"))
+        print(f"report: {args.out / 'agreement.md'} (JSON: agreement.json, judgments: judgments.jsonl"
+              + (", chart: reliability.png)" if (args.out / "reliability.png").exists() else ")"))
+    return 0
