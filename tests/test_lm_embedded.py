@@ -291,3 +291,41 @@ def test_real_small_model_returns_a_parsed_object():
         f"\n0.5B check: {stats['prompt_tokens']} prompt + {stats['completion_tokens']} completion tokens, "
         f"{seconds:.1f}s (model load included): {pred.result!r}"
     )
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not _HAVE_SMALL, reason="needs llama-cpp-python and the 0.5B parts")
+def test_real_first_token_probabilities_equal_llama_cpps_logits_all_path():
+    """The fast path (last prompt position's logits after a one-token completion, prefix cache reused) must give
+    the label probabilities llama.cpp itself computes with logits_all=True."""
+    import math
+
+    from llama_cpp import Llama
+
+    from syntra_dspy.lm.embedded import ensure_gguf
+
+    name = "qwen2.5-coder-0.5b"
+    lm = dspy.LM("embedded/check", engine=LlamaCppEngine(name, n_ctx=2048), cache=False, temperature=0.0)
+    system = "Label how relevant the document is to the claim: 3 fully, 2 partly, 1 related only, 0 unrelated."
+    docs = ["ATF4 is induced by ER stress and marks the unfolded protein response.",
+            "The weather in Paris was mild in spring."]
+    messages = [[{"role": "system", "content": system},
+                 {"role": "user", "content": f"Query: ATF4 is an ER stress marker.\n\nDocument: {d}\n\nLabel:"}]
+                for d in docs]
+    fast = []
+    for m in messages:  # the second call reuses the first one's cached system + query prefix
+        (out,) = lm(messages=m, max_tokens=1, logprobs=True, top_logprobs=20)
+        fast.append({t["token"]: t["logprob"] for t in out["logprobs"]["content"][0]["top_logprobs"]})
+    reference = Llama(model_path=str(ensure_gguf(name)), n_ctx=1024, n_threads=embedded.physical_cores(), seed=0,
+                      verbose=False, logits_all=True)
+    try:
+        for m, got in zip(messages, fast):
+            out = reference.create_chat_completion(messages=m, max_tokens=1, temperature=0.0, logprobs=True,
+                                                   top_logprobs=20)
+            want = {t["token"]: t["logprob"] for t in out["choices"][0]["logprobs"]["content"][0]["top_logprobs"]}
+            for digit in "0123":
+                assert math.exp(got[digit]) == pytest.approx(math.exp(want[digit]), abs=2e-3)
+    finally:
+        reference.close()
+        embedded.release_models()

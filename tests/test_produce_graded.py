@@ -85,3 +85,45 @@ def test_a_served_model_is_asked_for_top_logprobs_over_http(graded, minilm, tmp_
     assert len(asked) == 3 and all(c.options.get("logprobs") is True and c.options.get("top_logprobs") == 20
                                    for c in asked)
     assert rows(tmp_path / "run.db", "SELECT count(*) FROM grades WHERE p3 IS NOT NULL")[0][0] == 3
+
+
+def test_stats_report_the_judge_the_difficulty_and_agreement_with_given_qrels(graded, minilm, tmp_path):
+    from syntra_dspy.cli import main
+    from syntra_dspy.production import compute_stats, export_records
+
+    art, index = graded
+    store = tmp_path / "run.db"
+    produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm, progress=False,
+            docs=2, queries_per_doc=QUERIES, top_k=K, concurrency=1)
+    # qrels for the produced queries: the source document relevant, everything else judged not relevant
+    lines = [f"{qid} 0 {doc} {int(doc == qid.split('#')[0])}"
+             for qid, doc in rows(store, "SELECT query_id, doc_id FROM candidates")]
+    (tmp_path / "qrels.txt").write_text("\n".join(lines) + "\n")
+    stats = compute_stats(store, qrels=tmp_path / "qrels.txt")
+    q = stats["quality"]
+    assert q["judge"]["mode"] == "graded" and q["grades"]["with_probabilities"] == 2 * QUERIES * K
+    queries = rows(store, "SELECT count(*) FROM queries")[0][0]
+    dense1 = rows(store, "SELECT count(*) FROM queries WHERE source_rank = 0")[0][0]
+    bm25 = rows(store, "SELECT count(*) FROM query_ranks WHERE bm25_source_rank = 0")[0][0]
+    assert q["source_ranks"]["dense_rank1"] == pytest.approx(dense1 / queries)
+    assert q["source_ranks"]["bm25_rank1"] == pytest.approx(bm25 / queries)
+    assert q["qrels_agreement"]["pairs"] == 2 * QUERIES * K and "kappa" in q["qrels_agreement"]["binary"]
+    summary = export_records(store, tmp_path / "train.jsonl", negatives="hard+easy")
+    sidecar = json.loads(open(summary.meta_path).read())
+    assert sidecar["quality"]["source_ranks"] == q["source_ranks"]
+    assert main(["export", str(store), "--stats", "--qrels", str(tmp_path / "qrels.txt")]) == 0
+
+
+def test_an_older_store_without_grades_or_ranks_still_reports(tmp_path, graded, minilm):
+    from syntra_dspy.production import compute_stats
+
+    art, index = graded
+    store = tmp_path / "run.db"
+    produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm, progress=False,
+            docs=1, queries_per_doc=1, top_k=K, concurrency=1)
+    with sqlite3.connect(store) as conn:  # as a store written before these tables existed
+        conn.execute("DROP TABLE grades")
+        conn.execute("DROP TABLE query_ranks")
+        conn.execute("DELETE FROM meta WHERE key = 'judge'")
+    q = compute_stats(store)["quality"]
+    assert q["judge"] == {"mode": "written"} and q["source_ranks"]["bm25_rank1"] is None and "grades" not in q

@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "judge, else written)")
     p.add_argument("--compare", type=Path, default=None, metavar="ARTIFACT2",
                    help="judge the same candidates with a second artifact too")
+    p.add_argument("--compare-judge", default=None, metavar="graded|written[,…]",
+                   help="judge mode(s) for --compare (default: the same as --judge)")
     p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
     p.add_argument("--api-key-env", default=None, metavar="VAR")
     p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
@@ -43,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from syntra_dspy.programs.judge import JUDGE_MODES
 
     modes = [m.strip() for m in args.judge.split(",") if m.strip()] if args.judge else []
-    bad = [m for m in modes if m not in JUDGE_MODES]
+    compare_modes = [m.strip() for m in args.compare_judge.split(",") if m.strip()] if args.compare_judge else None
+    bad = [m for m in [*modes, *(compare_modes or [])] if m not in JUDGE_MODES]
     if bad:
         raise ConfigError(f"unknown judge mode {bad[0]!r}", field="judge", hint=f"use {' or '.join(JUDGE_MODES)}")
     if args.random < 0:
@@ -55,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     artifacts = [args.artifact, *([args.compare] if args.compare else [])]
     report = measure_agreement(artifacts, args.dataset, judges=modes, n_queries=args.queries, top_k=args.top_k,
                                random_negatives=args.random, seed=args.seed, out=args.out, generator=args.generator,
+                               compare_judges=compare_modes,
                                index_dir=args.index_dir, api_key_env=args.api_key_env)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instruction", default=None, help="override the retrieval instruction put in every record")
     p.add_argument("--stats", action="store_true", help="print counts, label distribution and drop reasons")
     p.add_argument("--json", action="store_true", help="with --stats: print them as JSON")
+    p.add_argument("--qrels", type=Path, default=None, metavar="QRELS",
+                   help="with --stats: TREC or BEIR qrels of the produced queries (by query id) to measure the "
+                        "labels' agreement with")
     p.add_argument("--failures", action="store_true",
                    help="print every current failure as one JSON line: document, query, stage, kind, error and "
                         "detail (with the LM's last rejected answer)")
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {summary.records} records from {summary.queries} queries to {summary.out} "
               f"(dropped: {dropped}); metadata in {summary.meta_path}")
     if args.stats:
-        stats = compute_stats(args.store, **options)
+        stats = compute_stats(args.store, qrels=args.qrels, **options)
         print(json.dumps(stats, indent=2, ensure_ascii=False) if args.json else format_stats(stats))
     if args.failures:
         from syntra_dspy.production import list_failures

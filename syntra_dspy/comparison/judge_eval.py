@@ -218,10 +218,12 @@ def excluded_queries(program: Any) -> list[str]:
 
 
 def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: Sequence[str] = ("graded",),
-                      n_queries: int = 50, top_k: int = 10, random_negatives: int = 1, seed: int = 0,
+                      compare_judges: Sequence[str] | None = None, n_queries: int = 50, top_k: int = 10, random_negatives: int = 1, seed: int = 0,
                       out: str | Path, generator: str | None = None, index_dir: str | Path | None = None,
                       api_key_env: str | None = None) -> dict[str, Any]:
-    """Judge the same candidates with every (artifact, judge mode) pair and write the report to ``out``."""
+    """Judge the same candidates with every (artifact, judge mode) pair and write the report to ``out``.
+
+    ``judges`` are the first artifact's modes; ``compare_judges`` the other artifacts' (default: the same)."""
     import logging
 
     import dspy
@@ -246,11 +248,11 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     log = JudgmentLog(out / "judgments.jsonl")
     results: dict[str, Any] = {}
     rows_by_judge: dict[str, list[dict | None]] = {}
-    for inputs in loaded:
+    for n, inputs in enumerate(loaded):
         art = inputs.artifact
         lm, lm_info = resolve_generator(art.manifest, generator, api_key_env)
         prepare_lm(lm)
-        for mode in judges:
+        for mode in (judges if n == 0 or compare_judges is None else compare_judges):
             judge = RelevanceJudge(art.program, mode=mode)  # type: ignore[arg-type]
             name = f"{art.task}/{art.version}:{mode}"
             meter = UsageMeter()

@@ -161,6 +161,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
         documents = run.document_counts()
+        quality = data_quality(run)
     summary.meta_path = str(meta_path)
     sidecar = {
         "artifact_version": meta.get("artifact", {}).get("version"),
@@ -172,6 +173,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "counts": {"records": summary.records, "queries": summary.queries, "dropped": summary.dropped,
                    "positives": summary.positives, "negatives": summary.negatives, "documents": documents},
+        "quality": quality,
     }
     atomic_write_text(meta_path, json.dumps(sidecar, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
     return summary
@@ -229,8 +231,10 @@ def _write_hf(jsonl: Path, out: Path, tmp_dir: Path) -> None:
 
 
 def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: int = 7, positives: str = "all",
-                  include_unretrieved_source: bool = False, include_partial: bool = False) -> dict[str, Any]:
-    """Counts, label distribution, source-document outcomes, failures by stage, LM usage and drop reasons."""
+                  include_unretrieved_source: bool = False, include_partial: bool = False,
+                  qrels: str | Path | None = None) -> dict[str, Any]:
+    """Counts, label distribution, source-document outcomes, failures by stage, LM usage, drop reasons and the
+    data-quality report (:func:`data_quality`)."""
     options = ExportOptions(negatives=negatives, num_negatives=num_negatives, positives=positives,
                             include_unretrieved_source=include_unretrieved_source, include_partial=include_partial)
     with RunStore.open(store, readonly=True) as run:
@@ -269,7 +273,52 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
             "export_options": options.to_dict(),
             "usage": run.usage(),
             "sessions": run.sessions(),
+            "quality": data_quality(run, qrels=qrels),
         }
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def data_quality(run: RunStore, *, qrels: str | Path | None = None) -> dict[str, Any]:
+    """What the records are likely to teach: the judge and its label distribution, how often a query's own
+    document is the first hit (under the dense index and under BM25: such queries mostly repeat its words), and,
+    given qrels for the produced queries (by query id), the labels' agreement with them."""
+    meta = run.meta()
+    queries = run.scalar("SELECT count(*) FROM queries")
+    ranks: dict[str, Any] = {"queries": queries,
+                             "dense_rank1": _share(run.scalar("SELECT count(*) FROM queries WHERE source_rank = 0"),
+                                                   queries)}
+    if run.has_table("query_ranks"):
+        ranked = run.scalar("SELECT count(*) FROM query_ranks")
+        ranks["bm25_rank1"] = _share(run.scalar("SELECT count(*) FROM query_ranks WHERE bm25_source_rank = 0"),
+                                     ranked)
+        ranks["bm25_top10"] = _share(run.scalar("SELECT count(*) FROM query_ranks WHERE bm25_source_rank < 10"),
+                                     ranked)
+        ranks["bm25_ranked_queries"] = ranked
+    else:
+        ranks["bm25_rank1"] = None  # produced before BM25 ranks were recorded
+    quality: dict[str, Any] = {"judge": meta.get("judge", {"mode": "written"}), "source_ranks": ranks}
+    if run.has_table("grades") and run.scalar("SELECT count(*) FROM grades"):
+        mean_e, mean_mass, graded, with_probs = run.rows(
+            "SELECT avg(expected), avg(mass), count(*), count(p0) FROM grades")[0]
+        quality["grades"] = {"candidates": graded, "with_probabilities": with_probs,
+                             "mean_expected": None if mean_e is None else round(mean_e, 4),
+                             "mean_label_mass": None if mean_mass is None else round(mean_mass, 4)}
+    if qrels is not None:
+        from syntra_dspy.comparison.agreement import label_agreement
+        from syntra_dspy.evaluation.trec import read_qrels
+
+        judged = read_qrels(qrels)
+        gold, pred = [], []
+        for qid, doc_id, label in run.rows("SELECT query_id, doc_id, label FROM candidates WHERE label IS NOT NULL"):
+            if doc_id in judged.get(qid, {}):
+                gold.append("positive" if judged[qid][doc_id] >= 1 else "hard_negative")
+                pred.append(label_class(int(label)))
+        quality["qrels_agreement"] = {"qrels": str(qrels), "pairs": len(gold),
+                                      **(label_agreement(gold, pred) if gold else {})}
+    return quality
 
 
 def list_failures(store: str | Path) -> list[dict[str, Any]]:
@@ -325,6 +374,25 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"records    {stats['records']} exportable with {_options_text(stats['export_options'])}",
         "dropped    " + ", ".join(f"{k} {v}" for k, v in stats["dropped"].items()),
     ]
+    q = stats["quality"]
+    judge, ranks = q["judge"], q["source_ranks"]
+    pct = lambda v: "—" if v is None else f"{100 * v:.0f}%"  # noqa: E731
+    judge_text = judge.get("mode", "written") + (" (calibrated)" if judge.get("calibrated") else
+                                                 " (uncalibrated)" if judge.get("mode") == "graded" else "")
+    if judge.get("fallback"):
+        judge_text += f"; fallback: {judge['fallback']}"
+    lines.append(f"judge      {judge_text}")
+    lines.append(f"difficulty source document is the first hit for {pct(ranks['dense_rank1'])} of queries (dense), "
+                 f"{pct(ranks.get('bm25_rank1'))} (BM25)")
+    if "grades" in q:
+        g = q["grades"]
+        lines.append(f"grades     {g['candidates']} graded ({g['with_probabilities']} with label probabilities), "
+                     f"mean E {g['mean_expected']}, mean label-token mass {g['mean_label_mass']}")
+    if "qrels_agreement" in q:
+        a = q["qrels_agreement"]
+        kappa = a.get("binary", {}).get("kappa")
+        lines.append(f"qrels      {a['pairs']} judged pairs; binary kappa "
+                     f"{'—' if kappa is None else f'{kappa:.3f}'}")
     for stage, s in u.items():
         lat = f", {s['latency_s']:.3f} s/call" if s["latency_s"] is not None else ""
         lines.append(f"usage      {stage:<9} {s['calls']} calls, {s['prompt_tokens']}+{s['completion_tokens']} tokens"

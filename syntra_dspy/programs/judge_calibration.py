@@ -121,35 +121,31 @@ def _cuts(scores: Sequence[float]) -> list[float]:
     return [values[0] - 1e-6, *mids, values[-1] + 1e-6]
 
 
-def best_cut(scores: Sequence[float], gold: Sequence[bool]) -> float:
-    """The threshold (score >= t is positive) with the highest binary kappa; the middle one of the best run."""
-    gold_l = ["positive" if g else "negative" for g in gold]
+def _middle_of_best(cuts: Sequence[float], kappa_at: Any) -> float:
+    """The cut with the highest kappa (an undefined kappa counts as -1); among equal ones, the middle one."""
     best, runs = -math.inf, []
-    for cut in _cuts(scores):
-        pred = ["positive" if s >= cut else "negative" for s in scores]
-        k = _kappa(gold_l, pred, ("positive", "negative"))
+    for cut in cuts:
+        k = kappa_at(cut)
         k = -1.0 if k is None else k
         if k > best + 1e-12:
             best, runs = k, [cut]
         elif abs(k - best) <= 1e-12:
             runs.append(cut)
     return runs[len(runs) // 2]
+
+
+def best_cut(scores: Sequence[float], gold: Sequence[bool]) -> float:
+    """The threshold (score >= t is positive) with the highest binary kappa; the middle one of the best run."""
+    gold_l = ["positive" if g else "negative" for g in gold]
+    return _middle_of_best(_cuts(scores), lambda cut: _kappa(
+        gold_l, ["positive" if s >= cut else "negative" for s in scores], ("positive", "negative")))
 
 
 def _hard_cut(scores: Sequence[float], gold: Sequence[str], positive: float) -> float:
     """Below ``positive``, the cut with the highest three-class kappa (related vs unrelated negatives)."""
     labels = ("positive", "hard_negative", "easy_negative")
-    below = [s for s in scores if s < positive]
-    best, runs = -math.inf, []
-    for cut in [c for c in _cuts(below) if c < positive] or [positive]:
-        pred = [classify_score(s, positive, cut) for s in scores]
-        k = _kappa(gold, pred, labels)
-        k = -1.0 if k is None else k
-        if k > best + 1e-12:
-            best, runs = k, [cut]
-        elif abs(k - best) <= 1e-12:
-            runs.append(cut)
-    return runs[len(runs) // 2]
+    cuts = [c for c in _cuts([s for s in scores if s < positive]) if c < positive] or [positive]
+    return _middle_of_best(cuts, lambda cut: _kappa(gold, [classify_score(s, positive, cut) for s in scores], labels))
 
 
 def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:

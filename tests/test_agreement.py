@@ -1,0 +1,69 @@
+"""``syntra agreement``: the same candidates for every judge, human qrels as reference, resumable judgments."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from syntra_dspy.cli import main
+from syntra_dspy.comparison.judge_eval import measure_agreement
+from syntra_dspy.testing import SyntraBrain, scripted_lm
+
+from helpers import MINI_TASK
+from test_compare_helpers import HELDOUT_QUERIES, write_heldout_beir
+from test_produce_support import mini_artifact
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return mini_artifact(tmp_path_factory, judge="graded")
+
+
+def test_graded_and_written_judges_are_measured_on_the_same_candidates(graded, tmp_path):
+    art, index = graded
+    write_heldout_beir(tmp_path / "eval")
+    shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
+    brain = SyntraBrain()
+    report = measure_agreement([art], f"beir:{tmp_path / 'eval'}:test", judges=("graded", "written"), n_queries=10,
+                               top_k=4, random_negatives=1, seed=3, out=tmp_path / "out",
+                               generator=scripted_lm(brain), index_dir=index)
+    n_queries = len(HELDOUT_QUERIES)
+    assert report["queries"] == n_queries and report["reference"]["positive"] == n_queries
+    assert report["candidates"] == n_queries * 5 + report["reference"]["added_positives"]
+    graded_name, written_name = (f"mini/{art.name}:graded", f"mini/{art.name}:written")
+    assert set(report["judges"]) == {graded_name, written_name}
+    g = report["judges"][graded_name]
+    assert g["judge"]["mode"] == "graded" and g["judge"]["calibrated"] is True
+    assert g["ranking"]["expected"]["auc"] is not None and g["cost"]["candidates"] == report["candidates"]
+    assert sum(g["predicted"].values()) == report["candidates"]
+    assert "ranking" in report["judges"][written_name] and "expected" not in report["judges"][written_name]["ranking"]
+    assert brain.calls["grade"] == report["candidates"] and brain.calls["annotate"] == report["candidates"]
+    comparison = report["comparisons"][f"{written_name} vs {graded_name}"]
+    assert comparison["rounds"] > 0 and len(comparison["ci95"]) == 2
+    out = tmp_path / "out"
+    assert (out / "reliability.png").stat().st_size > 1000 and "binary κ" in (out / "agreement.md").read_text()
+    assert len((out / "judgments.jsonl").read_text().splitlines()) == 2 * report["candidates"]
+    # a rerun reuses every logged judgment: no LM call at all
+    again = SyntraBrain()
+    rerun = measure_agreement([art], f"beir:{tmp_path / 'eval'}:test", judges=("graded", "written"), n_queries=10,
+                              top_k=4, random_negatives=1, seed=3, out=out, generator=scripted_lm(again),
+                              index_dir=index)
+    assert again.calls == {} and rerun["judges"][graded_name]["binary"] == g["binary"]
+
+
+def test_few_shot_and_calibration_queries_are_never_measured(graded, tmp_path):
+    from syntra_dspy.artifacts import load_artifact
+    from syntra_dspy.comparison.judge_eval import excluded_queries
+
+    art, _ = graded
+    program = load_artifact(art).program
+    excluded = excluded_queries(program)
+    assert [ex.query for ex in program.state.examples] == excluded[:3]
+    assert set(program.state.judge.summary.query_texts) <= set(excluded)
+
+
+def test_the_command_rejects_an_unknown_judge_mode(graded, tmp_path, capsys):
+    art, index = graded
+    code = main(["agreement", str(art), "--dataset", f"beir:{tmp_path}:test", "--judge", "graded,psychic"])
+    assert code == 2 and "unknown judge mode 'psychic'" in capsys.readouterr().err

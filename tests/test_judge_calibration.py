@@ -1,0 +1,72 @@
+"""Fitting the graded judge's calibration: thresholds by kappa, the fused score, cross-validated feature choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from syntra_dspy.programs.grading import Grade, grade_from_logprobs
+from syntra_dspy.programs.judge_calibration import (
+    UNCALIBRATED,
+    CalibrationSample,
+    best_cut,
+    fit_calibration,
+    roc_auc,
+)
+
+
+def sample(q, e, cos, gold, source="retrieved"):
+    return CalibrationSample(q, e, cos, gold, source)
+
+
+def test_best_cut_separates_and_takes_the_middle_of_the_best_interval():
+    assert best_cut([0.1, 0.2, 2.0, 2.4], [False, False, True, True]) == pytest.approx(1.1)
+    assert roc_auc([0.1, 0.2, 2.0, 2.4], [False, False, True, True]) == 1.0
+    assert roc_auc([1.0, 1.0], [True, False]) == 0.5 and roc_auc([1.0], [True]) is None
+
+
+def test_expected_alone_is_chosen_when_it_separates_and_the_cosine_does_not():
+    samples = []
+    for q in range(4):
+        samples += [sample(f"q{q}", 2.6, 0.3, "positive", "example_positive"),
+                    sample(f"q{q}", 1.0, 0.6, "hard_negative"), sample(f"q{q}", 0.9, 0.5, "hard_negative"),
+                    sample(f"q{q}", 0.1, 0.1, "easy_negative", "control")]
+    cal = fit_calibration(samples)
+    assert cal.feature == "expected" and 1.0 < cal.positive_threshold < 2.6
+    assert 0.1 < cal.hard_threshold < 0.9  # related vs unrelated negatives
+    assert cal.summary.binary_kappa == 1.0 and cal.summary.three_class_kappa == 1.0
+    assert cal.summary.cv_binary_kappa["expected"] == 1.0 and cal.summary.positives == 4
+    assert cal.summary.query_texts == ("q0", "q1", "q2", "q3") and cal.summary.sources["control"] == 4
+    assert [cal.label(2.7, None), cal.label(1.0, None), cal.label(0.0, None)] == [2, 1, 0]
+
+
+def test_the_fused_score_wins_when_the_two_witnesses_complement_each_other():
+    samples = []
+    for q in range(5):  # E alone confuses one negative per query with the positive; the cosine tells them apart
+        samples += [sample(f"q{q}", 2.0, 0.8, "positive"), sample(f"q{q}", 2.0, 0.2, "hard_negative"),
+                    sample(f"q{q}", 0.5, 0.7, "hard_negative"), sample(f"q{q}", 0.0, 0.1, "easy_negative")]
+    cal = fit_calibration(samples)
+    assert cal.feature == "fused"
+    assert cal.summary.cv_binary_kappa["fused"] > cal.summary.cv_binary_kappa["expected"]
+    assert cal.classify(2.0, 0.8) == "positive" and cal.classify(2.0, 0.2) != "positive"
+    with pytest.raises(ValueError, match="similarity"):
+        cal.score(2.0, None)
+
+
+def test_a_calibration_set_without_positives_is_refused():
+    with pytest.raises(ValueError, match="known positive"):
+        fit_calibration([sample("q", 1.0, 0.2, "hard_negative")])
+
+
+def test_label_probabilities_are_read_from_the_first_tokens_alternatives():
+    import math
+
+    logprobs = {"content": [{"token": "2", "logprob": math.log(0.5), "top_logprobs": [
+        {"token": "2", "logprob": math.log(0.5)}, {"token": " 3", "logprob": math.log(0.3)},
+        {"token": "3", "logprob": math.log(0.1)}, {"token": "The", "logprob": math.log(0.1)}]}]}
+    grade = grade_from_logprobs(logprobs, written=2)
+    assert grade.probs == pytest.approx((0.0, 0.0, 0.5 / 0.8, 0.3 / 0.8))  # " 3" is the likelier spelling of 3
+    assert grade.mass == pytest.approx(0.8) and grade.expected == pytest.approx(2 + 0.3 / 0.8)
+    assert grade_from_logprobs(None, written=1) == Grade(None, 1)
+    unsure = {"content": [{"token": "The", "logprob": -0.01, "top_logprobs": [{"token": "1", "logprob": -6.0}]}]}
+    assert grade_from_logprobs(unsure, written=None).probs is None  # too little mass on the labels
+    assert UNCALIBRATED.classify(1.6, None) == "positive" and UNCALIBRATED.classify(0.4, None) == "easy_negative"
