@@ -26,18 +26,22 @@ def language_name(code: str) -> str:
     return _NAMES.get(code.lower(), code)
 
 
+def cjk_share(text: str) -> float:
+    """Share of the text's letters that are Chinese/Japanese characters (0.0 when it has no letters)."""
+    cjk = len(_CJK.findall(text))
+    letters = cjk + len(_LATIN.findall(text))
+    return cjk / letters if letters else 0.0
+
+
 def check_language(text: str, code: str) -> str | None:
     """Return a problem description when ``text`` is visibly not in language ``code``, else None.
 
     Only the script is checked (CJK versus Latin), which is what matters for the cross-language case:
     English queries over Chinese documents must not come out in Chinese, and the reverse.
     """
-    cjk = len(_CJK.findall(text))
-    latin = len(_LATIN.findall(text))
-    letters = cjk + latin
-    if letters == 0:
+    if not _CJK.search(text) and not _LATIN.search(text):
         return "contains no words"
-    share_cjk = cjk / letters
+    share_cjk = cjk_share(text)
     code = code.lower()
     if code in _CJK_LANGS and share_cjk < 0.5:
         return f"is not written in {language_name(code)}"

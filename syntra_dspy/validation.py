@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from syntra_dspy.languages import check_language
+from syntra_dspy.query_form import QueryForm, token_jaccard
 from syntra_dspy.signatures.types import (
     AttributeChoice,
     AttributeDimension,
@@ -162,23 +163,63 @@ def check_blueprints(
     return kept, problems
 
 
+#: Two queries of one document whose token sets overlap more than this (Jaccard) ask the same thing in other words.
+NEAR_DUPLICATE = 0.7
+
+
+class QueriesRejected(OutputRejected):
+    """Some written queries broke a rule. ``kept`` holds the valid ones by blueprint number (a retry keeps them and
+    asks only for the rest); ``checked`` and ``off_form`` count the query texts looked at and those whose form or
+    length differs from the examples'."""
+
+    def __init__(self, message: str, *, kept: dict[int, str], checked: int, off_form: int) -> None:
+        super().__init__(message)
+        self.kept, self.checked, self.off_form = kept, checked, off_form
+
+
+@dataclass
+class WriteTally:
+    """How a document's query-writing answers fared over all tries: the query loop's form-fidelity measure."""
+
+    queries: int = 0  # query texts checked, retries included
+    off_form: int = 0  # of them, of another form or length than the examples
+    notes: list[str] = field(default_factory=list)  # every rejection, in order
+
+    def add(self, checked: int, off_form: int = 0, note: str | None = None) -> None:
+        self.queries += checked
+        self.off_form += off_form
+        if note:
+            self.notes.append(note)
+
+
 def check_queries(
     written: Sequence[WrittenQuery], blueprints: Sequence[Blueprint], *, language: str, avoid: Sequence[str] = (),
-    document: str | None = None, max_copied_words: int = 10,
+    document: str | None = None, max_copied_words: int = 10, numbers: Sequence[int] | None = None,
+    form: QueryForm | None = None, near_duplicate: float = NEAR_DUPLICATE,
 ) -> list[str]:
-    """Return one query per blueprint, in order, or raise with what to fix.
+    """Return one query per blueprint, in order, or raise ``QueriesRejected`` with what to fix and what was fine.
 
-    With ``document``, a query that copies a run of more than ``max_copied_words`` consecutive words from it
-    is rejected: a searcher has not read the document, and copied queries teach a retriever string matching.
+    ``numbers`` are the blueprints' numbers as the writer saw them (default 0..n-1; a retry shows only the
+    blueprints still missing, under their own numbers). With ``document``, a query that copies a run of more than
+    ``max_copied_words`` consecutive words from it is rejected: a searcher has not read the document, and copied
+    queries teach a retriever string matching. With ``form``, a query must have the examples' form and length. A
+    query whose tokens overlap an earlier one's (or one in ``avoid``) by more than ``near_duplicate`` (Jaccard)
+    asks the same thing again and is rejected; the earlier one is kept.
     """
-    if len(written) != len(blueprints):
-        raise OutputRejected(f"write exactly {len(blueprints)} queries, one per blueprint; got {len(written)}")
-    by_position: dict[int, str] = {}
-    use_index = sorted(w.blueprint for w in written) == list(range(len(blueprints)))
+    numbers = list(range(len(blueprints))) if numbers is None else list(numbers)
+    given = [w.blueprint for w in written]
+    if given and len(set(given)) == len(given) and set(given) <= set(numbers):
+        slots = given
+    elif len(written) == len(numbers):
+        slots = numbers
+    else:
+        raise QueriesRejected(f"write exactly {len(numbers)} queries, one per blueprint; got {len(written)}",
+                              kept={}, checked=0, off_form=0)
+    kept: dict[int, str] = {}
     problems: list[str] = []
-    seen = {_norm(q) for q in avoid}
-    for pos, item in enumerate(written):
-        slot = item.blueprint if use_index else pos
+    earlier = [" ".join(q.split()) for q in avoid]
+    off_form = 0
+    for slot, item in zip(slots, written):
         text = " ".join(item.query.split()).strip().strip('"').strip()
         if not text:
             problems.append(f"query for blueprint {slot} is empty")
@@ -187,18 +228,32 @@ def check_queries(
         if lang_problem:
             problems.append(f"query for blueprint {slot} {lang_problem}; write it in the requested language")
             continue
-        if _norm(text) in seen:
-            problems.append(f"query for blueprint {slot} duplicates another query")
-            continue
         if document is not None and copied_words(text, document) > max_copied_words:
             problems.append(f"query for blueprint {slot} copies a sentence of the document; rephrase it the way "
                             "a searcher who has not read the document would")
             continue
-        seen.add(_norm(text))
-        by_position[slot] = text
+        form_problem = form.problem(text) if form is not None else None
+        if form_problem:
+            off_form += 1
+            problems.append(f"query for blueprint {slot} {form_problem}")
+            continue
+        twin = next((q for q in earlier if token_jaccard(text, q) > near_duplicate), None)
+        if twin is not None and _norm(twin) == _norm(text):
+            problems.append(f"query for blueprint {slot} duplicates another query")
+            continue
+        if twin is not None:
+            problems.append(f"query for blueprint {slot} nearly duplicates '{twin}'; make it ask what its own "
+                            "blueprint asks (its identifier and options), not the same thing in other words")
+            continue
+        earlier.append(text)
+        kept[slot] = text
+    missing = [str(n) for n in numbers if n not in slots]
+    if missing:
+        problems.append(f"write exactly {len(numbers)} queries, one per blueprint; none was written for "
+                        f"blueprint {', '.join(missing)}")
     if problems:
-        raise OutputRejected("; ".join(problems))
-    return [by_position[i] for i in range(len(blueprints))]
+        raise QueriesRejected("; ".join(problems), kept=kept, checked=len(written), off_form=off_form)
+    return [kept[n] for n in numbers]
 
 
 def check_labels(labels: Sequence[CandidateLabel], n_candidates: int) -> list[int]:

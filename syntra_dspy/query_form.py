@@ -1,0 +1,127 @@
+"""The form of a task's queries, read off its few-shot examples, and the checks written queries must pass.
+
+A retriever learns the query type it is trained on: if the examples are claims and the synthetic queries are
+questions, the records teach the wrong task. Form here is deliberately cheap and robust (no parser): whether a
+query is a question (final question mark, or an English interrogative first word), a punctuated sentence, or
+plain text without final punctuation, and how long it is in words (characters for Chinese and Japanese).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from syntra_dspy.languages import cjk_share
+
+Shape = Literal["question", "sentence", "plain"]
+Kind = Literal["question", "claim", "plain", "statement", "mixed"]
+Unit = Literal["words", "characters"]
+
+#: How far outside the examples' length range a query may go, as a share of the range's ends: with examples of
+#: 9-13 words, queries of 4-20 words pass. Three to eight examples show the style, not the exact bounds.
+LENGTH_SLACK = 0.5
+
+_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_QUESTION_END = ("?", "？")
+_SENTENCE_END = (".", "!", "。", "！")
+_INTERROGATIVE = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was", "were",
+                  "do", "does", "did", "can", "could", "should", "would", "will"}
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; each Chinese or Japanese character is a token of its own."""
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def shape(text: str) -> Shape:
+    """``question``, ``sentence`` (ends with sentence punctuation) or ``plain`` (no final punctuation)."""
+    text = text.strip().strip("\"'“”").strip()
+    words = tokens(text)
+    if text.endswith(_QUESTION_END) or (words and words[0] in _INTERROGATIVE):
+        return "question"
+    return "sentence" if text.endswith(_SENTENCE_END) else "plain"
+
+
+@dataclass(frozen=True)
+class QueryForm:
+    """What the examples show: the kind of query and the length range a written query must stay within.
+
+    ``question``: every example is a question, so every query must be one. ``claim``: no example is a question and
+    every one is a punctuated sentence. ``plain``: no example is a question or ends with punctuation (keyword
+    style). ``statement``: no question, punctuation mixed. ``mixed``: some examples are questions, some not;
+    then only length is checked.
+    """
+
+    kind: Kind
+    min_length: int
+    max_length: int
+    unit: Unit
+
+    @classmethod
+    def from_examples(cls, queries: Sequence[str], *, slack: float = LENGTH_SLACK) -> QueryForm | None:
+        """The form the example queries share; None without examples (then nothing is checked)."""
+        queries = [q for q in queries if q.strip()]
+        if not queries:
+            return None
+        unit: Unit = "characters" if sum(cjk_share(q) > 0.5 for q in queries) * 2 > len(queries) else "words"
+        shapes = [shape(q) for q in queries]
+        kind: Kind
+        if all(s == "question" for s in shapes):
+            kind = "question"
+        elif "question" in shapes:
+            kind = "mixed"
+        elif all(s == "sentence" for s in shapes):
+            kind = "claim"
+        elif all(s == "plain" for s in shapes):
+            kind = "plain"
+        else:
+            kind = "statement"
+        lengths = [len(tokens(q)) for q in queries]
+        return cls(kind, max(1, math.floor(min(lengths) * (1 - slack))), math.ceil(max(lengths) * (1 + slack)), unit)
+
+    def problem(self, text: str) -> str | None:
+        """What to fix so ``text`` has the examples' form, phrased for the writer; None when it has it."""
+        found = shape(text)
+        if found == "question" and self.kind in ("claim", "statement"):
+            return "is a question; write a declarative claim like the examples, not a question"
+        if found == "question" and self.kind == "plain":
+            return "is a question; write it like the examples: plain search terms, not a question"
+        if found == "sentence" and self.kind == "plain":
+            return "is a punctuated sentence; write it like the examples: plain search terms without a final period"
+        if found != "question" and self.kind == "question":
+            return "is not a question; write a question like the examples, ending with a question mark"
+        length = len(tokens(text))
+        if length > self.max_length:
+            return f"has {length} {self.unit}; use at most {self.max_length} {self.unit}, like the examples"
+        if length < self.min_length:
+            return f"has {length} {self.unit}; use at least {self.min_length} {self.unit}, like the examples"
+        return None
+
+    def describe(self) -> str:
+        """The form in words, for feedback to an instruction refiner."""
+        kinds = {"question": "questions", "claim": "declarative claims ending with a period",
+                 "plain": "plain search terms without final punctuation", "statement": "statements, never questions",
+                 "mixed": "questions and statements"}
+        return f"{kinds[self.kind]} of {self.min_length}-{self.max_length} {self.unit}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "min_length": self.min_length, "max_length": self.max_length, "unit": self.unit}
+
+
+def token_jaccard(a: str, b: str) -> float:
+    """Overlap of two texts' token sets (intersection over union): 1.0 for the same words in any order."""
+    left, right = set(tokens(a)), set(tokens(b))
+    if not left and not right:
+        return 1.0
+    return len(left & right) / len(left | right)
+
+
+def copied_share(query: str, document: str) -> float:
+    """Share of the query's distinct tokens that occur in the document (0 for an empty query)."""
+    words = set(tokens(query))
+    if not words:
+        return 0.0
+    return len(words & set(tokens(document))) / len(words)

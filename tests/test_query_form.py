@@ -1,0 +1,77 @@
+"""The form of a task's queries, read off its examples, and the code check every written query passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from syntra_dspy.query_form import QueryForm, copied_share, shape, token_jaccard
+from syntra_dspy.signatures.types import AttributeChoice, Blueprint, WrittenQuery
+from syntra_dspy.validation import QueriesRejected, check_queries
+
+CLAIMS = ["Environmental factors can influence the development of breast cancer.",
+          "Fibroblast growth factor 21 protects against atherosclerosis by modulating adiponectin and SREBP2 levels.",
+          "Notch signaling occurs between tumor cells and stromal cells."]
+DOC = ("Jagged1-induced Notch signaling drives proliferation of multiple myeloma cells. Notch receptors expressed on "
+       "hematopoietic stem cells interact with their ligands on bone marrow stromal cells and control cell fate.")
+
+
+def bp(ident: str, specificity: str = "broad", stance: str = "supporting") -> Blueprint:
+    return Blueprint(identifier=ident, choices=[AttributeChoice(dimension="specificity", option=specificity),
+                                                AttributeChoice(dimension="stance", option=stance)])
+
+
+BLUEPRINTS = [bp("Notch"), bp("Notch", "specific", "refuting"), bp("Jagged1-induced")]
+
+
+# -- the form of the examples -----------------------------------------------------------------------------------
+def test_the_form_is_read_off_the_examples():
+    assert QueryForm.from_examples(CLAIMS) == QueryForm("claim", 4, 20, "words")
+    questions = ["What does FGF21 do in mice?", "how is notch signaling regulated", "Does ATF4 mark ER stress?"]
+    assert QueryForm.from_examples(questions).kind == "question"  # an interrogative first word counts
+    assert QueryForm.from_examples(["notch signaling myeloma", "fgf21 atherosclerosis mice"]).kind == "plain"
+    assert QueryForm.from_examples([*CLAIMS, "notch ligands"]).kind == "statement"
+    assert QueryForm.from_examples([*CLAIMS, questions[0]]).kind == "mixed"
+    chinese = QueryForm.from_examples(["成纤维细胞生长因子的作用", "动脉粥样硬化的预防方法研究"])
+    assert chinese.unit == "characters" and (chinese.min_length, chinese.max_length) == (6, 20)
+    assert QueryForm.from_examples([]) is None
+
+
+def test_a_query_of_another_form_or_length_gets_a_note_the_writer_can_act_on():
+    claims = QueryForm.from_examples(CLAIMS)
+    assert claims.problem("Notch signaling drives myeloma growth.") is None
+    assert claims.problem("Notch signaling drives myeloma growth") is None  # a missing period is not worth a retry
+    assert "write a declarative claim like the examples, not a question" in claims.problem("What drives myeloma?")
+    assert "use at most 20 words" in claims.problem(" ".join(["word"] * 25))
+    assert "use at least 4 words" in claims.problem("Notch.")
+    plain = QueryForm.from_examples(["notch signaling myeloma", "fgf21 atherosclerosis mice"])
+    assert "without a final period" in plain.problem("Notch drives myeloma.")
+    assert "ending with a question mark" in QueryForm("question", 1, 20, "words").problem("Notch drives myeloma")
+    assert shape("“Does Notch drive myeloma?”") == "question"
+
+
+def test_overlap_measures():
+    assert token_jaccard("Notch drives myeloma", "myeloma drives NOTCH") == 1.0
+    assert token_jaccard("Notch drives myeloma", "FGF21 protects mice") == 0.0
+    assert copied_share("Notch drives myeloma growth", DOC) == 0.75
+
+
+# -- the code check ----------------------------------------------------------------------------------------------
+def test_the_check_rejects_off_form_and_near_duplicate_queries_and_says_which_were_fine():
+    form = QueryForm.from_examples(CLAIMS)
+    written = [WrittenQuery(blueprint=0, query="Notch signaling drives myeloma cell growth"),
+               WrittenQuery(blueprint=1, query="Notch signaling drives the myeloma cell growth"),
+               WrittenQuery(blueprint=2, query="What does Jagged1 do?")]
+    with pytest.raises(QueriesRejected) as caught:
+        check_queries(written, BLUEPRINTS, language="en", form=form)
+    err = caught.value
+    assert err.kept == {0: "Notch signaling drives myeloma cell growth"} and (err.checked, err.off_form) == (3, 1)
+    assert "query for blueprint 1 nearly duplicates 'Notch signaling drives myeloma cell growth'" in str(err)
+    assert "query for blueprint 2 is a question" in str(err)
+    # a stricter threshold lets the reworded pair through; blueprints shown under their own numbers map back
+    assert check_queries(written[:2], BLUEPRINTS[:2], language="en", near_duplicate=0.9) == [
+        "Notch signaling drives myeloma cell growth", "Notch signaling drives the myeloma cell growth"]
+    assert check_queries([WrittenQuery(blueprint=2, query="Jagged1 drives myeloma growth")], BLUEPRINTS[2:],
+                         numbers=[2], language="en", form=form) == ["Jagged1 drives myeloma growth"]
+    with pytest.raises(QueriesRejected, match="none was written for blueprint 1") as caught:
+        check_queries(written[:1], BLUEPRINTS[:2], language="en")
+    assert caught.value.kept == {0: "Notch signaling drives myeloma cell growth"}
