@@ -203,7 +203,9 @@ def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
     plus program.json, check its prompts, and freeze it. ``key_env`` also requires a team signature."""
     path = Path(path)
     manifest = verify_artifact(path, key_env=key_env)
-    program = SynthesisProgram(max_doc_chars=manifest.get("settings", {}).get("max_doc_chars", 1500))
+    # The settings the program checks its outputs with, as compiled (an older manifest lacks some: their defaults).
+    settings = manifest.get("settings", {})
+    program = SynthesisProgram(**{k: settings[k] for k in ("max_doc_chars", "near_duplicate") if k in settings})
     state = _read_json(path / "program.json")
     check_program_state(state, path=path / "program.json",
                         fields={name: len(getattr(program, name).signature.fields) for name in STEP_NAMES},

@@ -102,7 +102,7 @@ def compile_task(
     optimizer = STRATEGIES[strategy](settings=settings, lms=roles, meter=meter, **(optimizer_kwargs or {}))
     student = SynthesisProgram(
         ComponentState(task_definition=spec.task_definition, examples=pairs) if spec.task_definition else None,
-        max_doc_chars=settings.max_doc_chars,
+        max_doc_chars=settings.max_doc_chars, near_duplicate=settings.near_duplicate,
     )
     program, report = optimizer.run(student, trainset=pairs, documents=[corpus[i] for i in sample_ids],
                                     candidates=IndexCandidates(corpus, enc, index))

@@ -67,6 +67,15 @@ class LMOutputError(SyntraError):
         super().__init__(message, **kw)
 
 
+class QueriesIncomplete(LMOutputError):
+    """Some blueprints of a document got no valid query after all retries. ``kept`` holds the valid queries by
+    blueprint number: the caller keeps them, in their positions, and records the missing ones as failed."""
+
+    def __init__(self, message: str, *, kept: dict[int, str], **kw) -> None:
+        self.kept = kept
+        super().__init__(message, **kw)
+
+
 class LMCallError(SyntraError):
     """The LM backend failed (network, server, timeout)."""
 

@@ -117,6 +117,7 @@ class SelfImprove(Teleprompter):
         program = SynthesisProgram(
             student.state.model_copy(update={"task_definition": definition, "examples": examples}),
             max_retries=student.max_retries, max_doc_chars=self.settings.max_doc_chars,
+            near_duplicate=self.settings.near_duplicate,
         )
         program, features, report = self.adapt_extraction(program, documents)
         loops.append(report)

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from syntra_dspy.validation import NEAR_DUPLICATE
+
 
 class CompileSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -23,6 +25,8 @@ class CompileSettings(BaseModel):
     judge_pairs: int = Field(5, ge=1, description="document/query pairs the verifier sees")
     refine_pairs: int = Field(8, ge=1, description="document/query pairs the refiner sees")
     max_doc_chars: int = Field(1500, ge=200, description="documents are clipped to this length in prompts")
+    near_duplicate: float = Field(NEAR_DUPLICATE, gt=0, le=1, description="token-set Jaccard above which two queries "
+                                  "of one document count as one and the later is asked again (compile and production)")
     selection_tau: float = Field(0.6, gt=0, le=1, description="diversity threshold for document selection")
     selection_target: int | None = Field(200, ge=1, description="documents selected before sampling; None = all")
     infer_task_definition: bool = Field(True, description="infer the task definition when the task file has none")

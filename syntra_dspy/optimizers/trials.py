@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from syntra_dspy.errors import LMOutputError
+from syntra_dspy.errors import LMOutputError, QueriesIncomplete
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.signatures.types import Blueprint
-from syntra_dspy.validation import Features
+from syntra_dspy.validation import Features, WriteTally
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +44,13 @@ class FeatureTrial:
 
 @dataclass
 class QueryTrial:
+    """A trial document's blueprints and the valid queries written for them (fewer when some stayed invalid)."""
+
     doc: TrialDocument
     blueprints: list[Blueprint] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     error: str | None = None
+    tally: WriteTally = field(default_factory=WriteTally)
 
 
 @dataclass
@@ -91,7 +94,9 @@ def run_queries(program: SynthesisProgram, features: Sequence[FeatureTrial], per
         if trial.error or not trial.blueprints:
             continue
         try:
-            trial.queries = program.write_queries(trial.doc.content, trial.blueprints)
+            trial.queries = program.write_queries(trial.doc.content, trial.blueprints, tally=trial.tally)
+        except QueriesIncomplete as exc:
+            trial.queries, trial.error = [exc.kept[n] for n in sorted(exc.kept)], str(exc)
         except LMOutputError as exc:
             trial.error = str(exc)
     return trials

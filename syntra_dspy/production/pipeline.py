@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import dspy
 
 from syntra_dspy.corpus import Corpus
-from syntra_dspy.errors import LMOutputError, is_retryable, stops_run
+from syntra_dspy.errors import LMOutputError, QueriesIncomplete, is_retryable, stops_run
 from syntra_dspy.lm.usage import UsageMeter, submit_in_context
 from syntra_dspy.production.units import (
     Candidate,
@@ -36,6 +36,7 @@ from syntra_dspy.programs.judge import Candidate as JudgeCandidate
 from syntra_dspy.programs.judge import Judgment, RelevanceJudge
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.redact import redact
+from syntra_dspy.signatures.types import Blueprint
 from syntra_dspy.validation import fallback_blueprints
 
 logger = logging.getLogger(__name__)
@@ -146,10 +147,11 @@ class DocumentPipeline:
                 raise LMOutputError("no blueprint could be planned from the features", stage="plan")
             stage = "write"
             with meter.stage("write"), self.slots:
-                queries = self.program.write_queries(text, blueprints)
+                queries = self.write(text, blueprints, result)
             stage = "retrieve"
-            hits = self.searcher.search(list(queries), self.settings.top_k)
-            for pos, (query, blueprint, found) in enumerate(zip(queries, blueprints, hits)):
+            hits = self.searcher.search(list(queries.values()), self.settings.top_k)
+            for (pos, query), found in zip(queries.items(), hits):
+                blueprint = blueprints[pos]
                 q = QueryResult(query_id=query_id(doc_id, pos), position=pos, text=query,
                                 blueprint=blueprint.model_dump(mode="json"),
                                 candidates=[Candidate(rank, cid, float(score)) for rank, (cid, score) in enumerate(found)])
@@ -162,7 +164,7 @@ class DocumentPipeline:
             stage = "annotate"
             with meter.stage("annotate"):
                 self._annotate(result)
-            if any(not q.complete for q in result.queries):
+            if len(result.queries) < len(blueprints) or any(not q.complete for q in result.queries):
                 result.status = "partial"
         except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
             if stops_run(exc):
@@ -176,6 +178,17 @@ class DocumentPipeline:
         result.usage = meter.snapshot()
         result.seconds = time.perf_counter() - started
         return result
+
+    def write(self, text: str, blueprints: Sequence[Blueprint], result: DocumentResult) -> dict[int, str]:
+        """Queries by blueprint position. Blueprints left without a valid query are recorded as a failure of the
+        write stage and the rest are kept in their positions (the document is then partial); none valid fails it."""
+        try:
+            return dict(enumerate(self.program.write_queries(text, blueprints)))
+        except QueriesIncomplete as exc:
+            missing = [n for n in range(len(blueprints)) if n not in exc.kept]
+            result.failures.append(Failure(stage="write", kind="output", error=str(exc),
+                                           detail=answer_detail(exc, missing_blueprints=missing)))
+            return dict(sorted(exc.kept.items()))
 
     def _annotate(self, result: DocumentResult) -> None:
         """Label every candidate of every query, in chunks with local ids; chunks run concurrently."""

@@ -1,9 +1,10 @@
 """What one unit of production work (one selected document) yields, before it is committed to the run store.
 
-A unit either finishes (``done``), finishes with some annotation chunks unusable (``partial``: those
-candidates stay unlabelled and the failure is recorded), or fails at one stage (``failed``). Nothing here
-touches the store: the runner hands a finished result to :meth:`RunStore.commit`, which writes it in one
-transaction, so a kill never leaves half a document behind.
+A unit either finishes (``done``), finishes with some annotation chunks unusable or some blueprints without a
+valid query (``partial``: those candidates stay unlabelled, those positions stay empty, and the failure is
+recorded), or fails at one stage (``failed``). Nothing here touches the store: the runner hands a finished
+result to :meth:`RunStore.commit`, which writes it in one transaction, so a kill never leaves half a document
+behind.
 """
 
 from __future__ import annotations

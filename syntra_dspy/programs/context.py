@@ -61,8 +61,10 @@ def blueprint_text(bp: Blueprint) -> str:
     return f"identifier: {bp.identifier}; {choices}"
 
 
-def blueprints_text(blueprints: Sequence[Blueprint]) -> str:
-    return "\n".join(f"{i}. {blueprint_text(bp)}" for i, bp in enumerate(blueprints))
+def blueprints_text(blueprints: Sequence[Blueprint], numbers: Sequence[int] | None = None) -> str:
+    """Numbered blueprints (0-based; ``numbers`` keeps each one's own number when only some are shown)."""
+    numbers = range(len(blueprints)) if numbers is None else numbers
+    return "\n".join(f"{i}. {blueprint_text(bp)}" for i, bp in zip(numbers, blueprints))
 
 
 def candidates_text(texts: Sequence[str], max_chars: int | None) -> str:

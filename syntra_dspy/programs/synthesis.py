@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from syntra_dspy.errors import LMOutputError
+from syntra_dspy.errors import LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import language_name
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import ComponentState, ProgramComponents
@@ -32,7 +32,18 @@ from syntra_dspy.signatures import (
     PlanQueryBlueprints,
     WriteQueriesFromBlueprints,
 )
-from syntra_dspy.validation import Features, OutputRejected, check_blueprints, check_labels, check_queries, clean_features
+from syntra_dspy.query_form import QueryForm
+from syntra_dspy.validation import (
+    NEAR_DUPLICATE,
+    Features,
+    OutputRejected,
+    QueriesRejected,
+    WriteTally,
+    check_blueprints,
+    check_labels,
+    check_queries,
+    clean_features,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,7 +118,8 @@ class SynthesisProgram(dspy.Module):
     raises ``LMOutputError`` naming the stage, for the caller to record.
     """
 
-    def __init__(self, state: ComponentState | None = None, *, max_retries: int = 2, max_doc_chars: int = 1500) -> None:
+    def __init__(self, state: ComponentState | None = None, *, max_retries: int = 2, max_doc_chars: int = 1500,
+                 near_duplicate: float = NEAR_DUPLICATE) -> None:
         super().__init__()
         self.components = ProgramComponents(state)
         # Token budgets per step: generous for valid answers, short enough that a degenerate one is cut early.
@@ -118,6 +130,7 @@ class SynthesisProgram(dspy.Module):
         self.grade = Step(GradeCandidateRelevance, max_tokens=1)
         self.max_retries = max_retries
         self.max_doc_chars = max_doc_chars
+        self.near_duplicate = near_duplicate  # token-set Jaccard above which two queries of a document are one
         if state is not None and state.task_definition is not None:
             self._apply_instructions()
 
@@ -248,22 +261,57 @@ class SynthesisProgram(dspy.Module):
         return self._retrying("plan", call)
 
     def write_queries(
-        self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = ()
+        self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = (),
+        tally: WriteTally | None = None,
     ) -> list[str]:
+        """One query per blueprint, in the blueprints' order, each in the examples' form and unlike the others.
+
+        A rejected answer keeps its valid queries: the retry shows only the blueprints still missing. When some
+        stay missing after every try, ``QueriesIncomplete`` carries the valid ones. ``tally`` (optional) counts
+        every query text checked and those of another form or length than the examples."""
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.state.task_definition.query_language if self.state.task_definition else "en"
+        form = self.query_form()
+        kept: dict[int, str] = {}
 
         def call(note: str, config: dict) -> list[str]:
+            numbers = [n for n in range(len(blueprints)) if n not in kept]
+            asked = [blueprints[n] for n in numbers]
             pred = self.write(
                 document=doc,
-                blueprints=ctx.blueprints_text(blueprints),
+                blueprints=ctx.blueprints_text(asked, numbers),
                 language=f"Write every query in {language_name(lang)}.",
                 retry_note=note,
-                config={**config, "max_tokens": 60 + 120 * len(blueprints)},
+                config={**config, "max_tokens": 60 + 120 * len(asked)},
             )
-            return check_queries(pred.queries or [], blueprints, language=lang, avoid=avoid, document=doc)
+            written = pred.queries or []
+            try:
+                found = check_queries(written, asked, language=lang, avoid=[*avoid, *kept.values()], document=doc,
+                                      numbers=numbers, form=form, near_duplicate=self.near_duplicate)
+            except QueriesRejected as exc:
+                if tally is not None:
+                    tally.add(exc.checked, exc.off_form, str(exc))
+                kept.update(exc.kept)
+                if not exc.kept:
+                    raise
+                done = ", ".join(map(str, sorted(exc.kept)))
+                raise OutputRejected(f"{exc}. The queries for blueprint {done} are accepted: write only the "
+                                     "queries for the blueprints listed now") from None
+            if tally is not None:
+                tally.add(len(written))
+            kept.update(zip(numbers, found))
+            return [kept[n] for n in range(len(blueprints))]
 
-        return self._retrying("write", call)
+        try:
+            return self._retrying("write", call)
+        except LMOutputError as exc:
+            if not kept:
+                raise
+            raise QueriesIncomplete(exc.message, kept=dict(kept), stage="write", last_answer=exc.last_answer) from None
+
+    def query_form(self) -> QueryForm | None:
+        """The form written queries must have, read off the task's example queries (None without examples)."""
+        return QueryForm.from_examples([ex.query for ex in self.state.examples])
 
     def label_candidates(self, query: str, candidates: Sequence[str]) -> list[int]:
         """One 0-3 score per candidate text, in the order given (local ids are positions)."""

@@ -1,0 +1,131 @@
+"""Writing queries with scripted brains: repair notes, near-duplicates asked again alone, valid queries kept."""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+
+from syntra_dspy.errors import LMOutputError, QueriesIncomplete
+from syntra_dspy.programs.components import ComponentState, FewShotPair
+from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.task import TaskDefinition
+from syntra_dspy.testing import STYLE_MARK, SyntraBrain, scripted_lm
+from syntra_dspy.validation import WriteTally
+
+from test_query_form import BLUEPRINTS, CLAIMS, DOC
+
+
+def program(instruction: str = "") -> SynthesisProgram:
+    definition = TaskDefinition(query_type="biomedical claim", doc_type="abstract",
+                                relevance_definition="relevant if it reports evidence on the claim")
+    examples = tuple(FewShotPair(query=q, positive_text="an abstract") for q in CLAIMS)
+    return SynthesisProgram(ComponentState(task_definition=definition, examples=examples,
+                                           query_instruction=instruction))
+
+
+def write(brain: SyntraBrain, blueprints=BLUEPRINTS[:2], instruction: str = STYLE_MARK, tally=None) -> list[str]:
+    with dspy.context(lm=scripted_lm(brain), adapter=dspy.JSONAdapter()):
+        return program(instruction).write_queries(DOC, blueprints, tally=tally)
+
+
+class Recording(SyntraBrain):
+    """Keeps the blueprints and the retry note of every write call."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.asked: list[tuple[str, str]] = []
+
+    def _route(self, system, inputs, outputs):
+        if "queries" in outputs:
+            self.asked.append((inputs.get("blueprints", ""), inputs.get("retry_note", "")))
+        return super()._route(system, inputs, outputs)
+
+
+class HeedsNotes(Recording):
+    """Writes questions, but claims once a repair note asks for a declarative claim."""
+
+    def _route(self, system, inputs, outputs):
+        if "queries" in outputs and "declarative claim" in inputs.get("retry_note", ""):
+            system += "\n" + STYLE_MARK
+        return super()._route(system, inputs, outputs)
+
+
+class Rewords(Recording):
+    """On its first answer only, writes blueprint 1's query as blueprint 0's words in another order."""
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write" and len(self.asked) == 1:
+            first = next(q["query"] for q in answer["queries"] if q["blueprint"] == 0)
+            for q in answer["queries"]:
+                if q["blueprint"] == 1:
+                    q["query"] = " ".join(reversed(first.split()))
+        return name, answer
+
+
+class AlwaysAsks(SyntraBrain):
+    """Writes blueprint 1's query as a question on every answer (the task's examples are claims)."""
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write":
+            for q in answer["queries"]:
+                if q["blueprint"] == 1:
+                    q["query"] = f"What is known about {q['query']}?"
+        return name, answer
+
+
+def test_a_writer_of_questions_for_claim_examples_is_rejected_with_the_repair_note():
+    brain, tally = Recording(), WriteTally()
+    with pytest.raises(LMOutputError, match="write a declarative claim like the examples, not a question") as caught:
+        write(brain, instruction="", tally=tally)
+    assert not isinstance(caught.value, QueriesIncomplete) and caught.value.stage == "write"
+    assert len(brain.asked) == 3 and "not a question" in brain.asked[1][1]
+    assert (tally.queries, tally.off_form, len(tally.notes)) == (6, 6, 3)
+
+
+def test_a_writer_that_heeds_the_note_is_repaired():
+    brain, tally = HeedsNotes(), WriteTally()
+    assert write(brain, instruction="", tally=tally) == ["Notch has broad supporting effects",
+                                                          "Notch has specific refuting effects"]
+    assert len(brain.asked) == 2 and (tally.queries, tally.off_form) == (4, 2)
+
+
+def test_a_near_duplicate_second_query_is_asked_again_alone():
+    brain = Rewords()
+    queries = write(brain, BLUEPRINTS)
+    assert queries == ["Notch has broad supporting effects", "Notch has specific refuting effects",
+                       "Jagged1-induced has broad supporting effects"]
+    (first, _), (second, note) = brain.asked
+    assert first.count("identifier:") == 3
+    assert second == "1. identifier: Notch; specificity = specific; stance = refuting"  # alone, under its own number
+    assert "nearly duplicates 'Notch has broad supporting effects'" in note
+    assert "The queries for blueprint 0, 2 are accepted" in note
+
+
+def test_a_blueprint_that_stays_invalid_leaves_the_valid_queries_in_their_positions():
+    with pytest.raises(QueriesIncomplete, match="query for blueprint 1 is a question") as caught:
+        write(AlwaysAsks(), BLUEPRINTS)
+    assert caught.value.kept == {0: "Notch has broad supporting effects",
+                                 2: "Jagged1-induced has broad supporting effects"}
+    assert caught.value.stage == "write" and caught.value.last_answer
+
+
+def test_production_keeps_a_documents_valid_queries_and_records_the_missing_blueprint(tmp_path_factory, minilm,
+                                                                                      tmp_path):
+    import json
+
+    from syntra_dspy.production import produce
+    from test_produce_support import mini_artifact, rows
+
+    artifact, index = mini_artifact(tmp_path_factory)
+    store = tmp_path / "run.db"
+    produce(artifact, store, generator=scripted_lm(AlwaysAsks()), index_dir=index, encoder=minilm,
+            progress=False, docs=2, queries_per_doc=3, top_k=4, chunk_size=4)
+    assert {s for s, in rows(store, "SELECT status FROM documents")} == {"partial"}
+    for doc_id, in rows(store, "SELECT doc_id FROM documents"):
+        assert [p for p, in rows(store, "SELECT position FROM queries WHERE doc_id=? ORDER BY position",
+                                 (doc_id,))] == [0, 2]
+    failures = rows(store, "SELECT stage, kind, detail FROM failures")
+    assert len(failures) == 2 and all(f[:2] == ("write", "output") for f in failures)
+    assert all(json.loads(f[2])["missing_blueprints"] == [1] for f in failures)
