@@ -6,14 +6,17 @@ those outputs. The markers below are what the brain's refiners add and what its 
 
 - extraction yields relationship identifiers only when the extraction instructions contain ``GUIDANCE_MARK``;
   the identifier/attribute verifier scores 3 when relationships are present, else 1;
-- queries are short claims when the query instruction contains ``STYLE_MARK``, else questions; the query
-  verifier scores 3 for claims, 1 for questions;
+- queries are short claims when the query instruction contains ``STYLE_MARK``, else questions (which the code
+  check rejects when the task's examples are claims); the query verifier scores 3 for claims, 1 for questions;
+- a ``copies`` brain writes its claims as runs of the document's own words (the source is then the first BM25
+  hit) until the query instruction contains ``PARAPHRASE_MARK``;
 - the annotator labels a candidate 2 when the annotation instruction contains ``LENIENT_MARK`` and the
   candidate shares a content word with the query, else 1 (or 0 without shared words);
 - the graded judge (one candidate, one digit) answers with label-token probabilities peaked at the number of
   content words query and candidate share (at most 3) when the instruction contains ``LENIENT_MARK``, else at
   most 1, so without the marker relevant and merely related candidates look alike;
-- refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves);
+- refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves); the
+  query refiner adds ``PARAPHRASE_MARK`` too when the feedback says the queries reuse the document's terms;
 - GEPA's reflection call (``new_instruction``) adds the marker of the step whose instruction it is shown
   (extraction, query planning/writing or annotation), likewise unless ``stubborn``.
 """
@@ -25,10 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM, TokenDistribution
+from syntra_dspy.optimizers.query_measures import COPYING
 
 GUIDANCE_MARK = "Prefer relationships stated as findings."
 STYLE_MARK = "Write each query as a short declarative claim, never a question."
 LENIENT_MARK = "A document reporting evidence about the claim's finding is relevant (2 or 3)."
+PARAPHRASE_MARK = "Name at most one key term of the document; say everything else in a searcher's own words."
+COPY_WORDS = 8  # words per copied claim (fewer than the consecutive words the copy check rejects)
 _FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\Z)", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{3,}")
 _STOP = {"that", "with", "from", "this", "were", "have", "been", "does", "what", "which", "their", "about", "into"}
@@ -48,6 +54,7 @@ class SyntraBrain:
     """Callable responder for ``ScriptedLM``; counts the calls it answers per signature."""
 
     stubborn: bool = False
+    copies: bool = False
     calls: dict[str, int] = field(default_factory=dict)
 
     def __call__(self, call: ScriptedCall) -> dict[str, Any] | TokenDistribution:
@@ -65,6 +72,8 @@ class SyntraBrain:
         if "judgements" in outputs:
             return "annotate", self.annotate(system, inputs)
         if "queries" in outputs:
+            if self.copies and STYLE_MARK in system and PARAPHRASE_MARK not in system:
+                return "write", self.write_copies(inputs)
             return "write", self.write(system, inputs)
         if "blueprints" in outputs:
             return "plan", self.plan(inputs)
@@ -91,6 +100,8 @@ class SyntraBrain:
             return "draft_style", {"style_guide": "Linguistic DNA: concise.\nNegative constraints: no copying."}
         if "instruction" in outputs and "golden_queries" in inputs:
             extra = "" if self.stubborn else f"\n{STYLE_MARK}"
+            if not self.stubborn and COPYING in inputs.get("feedback", ""):
+                extra += f"\n{PARAPHRASE_MARK}"
             return "refine_query", {"instruction": inputs.get("current_instruction", "") + extra}
         if "instruction" in outputs and "current_instruction" in inputs:
             extra = "" if self.stubborn else f"\n{LENIENT_MARK}"
@@ -174,6 +185,14 @@ class SyntraBrain:
             text = f"{ident} has {opts} effects" if claim else f"What is known about {ident} ({opts})?"
             queries.append({"blueprint": int(pos), "query": text})
         return {"queries": queries}
+
+    @staticmethod
+    def write_copies(inputs: dict[str, str]) -> dict[str, Any]:
+        """Claims made of the document's own words: blueprint n takes the n-th run of ``COPY_WORDS`` words."""
+        words = inputs.get("document", "").split()
+        numbers = [int(n) for n in re.findall(r"^(\d+)\. identifier:", inputs.get("blueprints", ""), re.MULTILINE)]
+        return {"queries": [{"blueprint": n, "query": " ".join(words[COPY_WORDS * n:COPY_WORDS * (n + 1)])}
+                            for n in numbers]}
 
     @staticmethod
     def judge_queries(inputs: dict[str, str]) -> dict[str, Any]:

@@ -10,7 +10,8 @@ _SETTING_FLAGS = {
     "max_attempts": int, "sample_docs": int, "queries_per_doc": int, "pass_threshold": int, "seed": int,
     "annotation_candidates": int, "chunk_size": int, "max_doc_chars": int, "selection_tau": float,
     "judge": str, "judge_feature": str, "judge_kappa_target": float, "judge_recall_target": float,
-    "calibration_labels": str, "calibration_queries": int, "near_duplicate": float,
+    "calibration_labels": str, "calibration_queries": int, "near_duplicate": float, "bm25_top1_target": float,
+    "form_target": float,
 }
 
 

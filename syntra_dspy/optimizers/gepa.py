@@ -235,8 +235,10 @@ class GEPAStrategy(SelfImprove):
         features = self._generating(tr.run_extraction, self.with_overrides(program), documents)
         return program, features, report
 
-    def adapt_query_instruction(self, program: SynthesisProgram, features: list[tr.FeatureTrial]
-                                ) -> tuple[SynthesisProgram, LoopReport]:
+    def adapt_query_instruction(self, program: SynthesisProgram, features: list[tr.FeatureTrial],
+                                candidates: tr.CandidateSource | None = None) -> tuple[SynthesisProgram, LoopReport]:
+        """GEPA's query stage: its metric is the verifier on each document's queries (``candidates`` is unused; the
+        difficulty and form measures belong to the self-improve loop)."""
         s = self.settings
         with self._stage("query_instruction"):
             initial = program.state.query_instruction or self.draft_query_instruction(program)

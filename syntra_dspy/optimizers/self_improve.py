@@ -18,6 +18,7 @@ from syntra_dspy.optimizers import judge_stage as js
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
+from syntra_dspy.optimizers.query_measures import measure_problems, measure_queries
 from syntra_dspy.optimizers.report import CompileReport, Evaluation, LoopReport
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
@@ -25,6 +26,7 @@ from syntra_dspy.programs.authoring import ROLE_OF, InstructionAuthor
 from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.judge_calibration import fit_calibration
 from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.retrieval import LexicalSourceRank
 from syntra_dspy.task import TaskDefinition
 
 logger = logging.getLogger(__name__)
@@ -121,7 +123,7 @@ class SelfImprove(Teleprompter):
         )
         program, features, report = self.adapt_extraction(program, documents)
         loops.append(report)
-        program, report = self.adapt_query_instruction(program, features)
+        program, report = self.adapt_query_instruction(program, features, candidates)
         loops.append(report)
         program, report = self.adapt_annotation_instruction(program, candidates)
         loops.append(report)
@@ -247,8 +249,11 @@ class SelfImprove(Teleprompter):
         style = clean_text(self._call("draft_style", task_context=task, example_queries=golden).style_guide)
         return f"{role}\n\n{style}".strip()
 
-    def adapt_query_instruction(self, program: SynthesisProgram, features: list[tr.FeatureTrial]
-                                ) -> tuple[SynthesisProgram, LoopReport]:
+    def adapt_query_instruction(self, program: SynthesisProgram, features: list[tr.FeatureTrial],
+                                candidates: tr.CandidateSource | None = None) -> tuple[SynthesisProgram, LoopReport]:
+        """The query loop. An attempt passes when the verifier passes it and, measured in code on its trial queries,
+        the writer kept the examples' form and at most ``bm25_top1_target`` of the queries find their own source
+        document first under BM25 (only measured when ``candidates`` has a corpus)."""
         s = self.settings
         task = ctx.task_context(program.state.task_definition)
         golden = ctx.example_queries(program.state.examples)
@@ -256,22 +261,33 @@ class SelfImprove(Teleprompter):
             initial = program.state.query_instruction or self.draft_query_instruction(program)
         if not self.evaluates:
             return program.with_components(query_instruction=initial), unevaluated("query_instruction", initial)
+        lexical = self.lexical_ranker(program, candidates)
+        form = program.query_form()
 
         def generate(instruction: str) -> list[tr.QueryTrial]:
             return self._generating(tr.run_queries, program.with_components(query_instruction=instruction),
                                     features, s.queries_per_doc)
 
         def evaluate(instruction: str, trials: list[tr.QueryTrial]) -> Evaluation:
-            written = sum(len(t.queries) for t in trials)
-            details = {"queries": [q for t in trials for q in t.queries], "failed_docs": sum(bool(t.error) for t in trials)}
-            if written == 0:
-                return Evaluation(0, False, "No valid queries were produced; make the instruction simpler and "
-                                  "state the required output plainly.", details)
+            measures = measure_queries(trials, candidates=candidates, lexical=lexical)
+            problems = measure_problems(measures, form, bm25_target=s.bm25_top1_target, form_target=s.form_target)
+            details = {"queries": [q for t in trials for q in t.queries],
+                       "failed_docs": sum(bool(t.error) for t in trials), "measures": measures.to_dict(),
+                       "form": form.to_dict() if form else None}
+            if measures.queries == 0:
+                return Evaluation(0, False, " ".join(["No valid queries were produced.", *problems,
+                                                      "Make the instruction simpler and state the required output "
+                                                      "plainly."]), details)
             pred = self._call("judge_queries", task_context=task, golden_queries=golden,
                               query_instruction=instruction,
                               pairs=tr.query_pairs(trials, limit=s.judge_pairs, seed=s.seed))
-            score = _score(pred.score)
-            return Evaluation(score, score >= s.pass_threshold, clean_text(pred.feedback), details)
+            verdict = _score(pred.score)
+            # A measured miss fails the attempt whatever the verifier says, and caps its score below the pass mark,
+            # so keep="best" prefers an attempt that met every target.
+            score = min(verdict, max(0, s.pass_threshold - 1)) if problems else verdict
+            feedback = " ".join([*problems, clean_text(pred.feedback)]).strip()
+            return Evaluation(score, verdict >= s.pass_threshold and not problems, feedback,
+                              {**details, "verifier_score": verdict})
 
         def refine(instruction: str, trials: list[tr.QueryTrial], ev: Evaluation) -> str:
             return self._revise("refine_query", "instruction", instruction, task_context=task,
@@ -281,6 +297,14 @@ class SelfImprove(Teleprompter):
         instruction, _, report = self._loop("query_instruction", generate=generate, evaluate=evaluate,
                                             refine=refine, threshold=s.pass_threshold).run(initial)
         return program.with_components(query_instruction=instruction), report
+
+    @staticmethod
+    def lexical_ranker(program: SynthesisProgram, candidates: tr.CandidateSource | None) -> LexicalSourceRank | None:
+        """BM25 over the candidate source's corpus, for the query loop's difficulty measure (None: no corpus)."""
+        corpus = getattr(candidates, "corpus", None)
+        if corpus is None:
+            return None
+        return LexicalSourceRank(corpus, language=program.state.task_definition.document_language)
 
     # -- loop 3: the annotation instruction ----------------------------------------------------------------------
     def draft_annotation_instruction(self, program: SynthesisProgram) -> str:

@@ -22,6 +22,10 @@ class CompileSettings(BaseModel):
     chunk_size: int = Field(4, ge=1, le=50, description="candidates per annotation call")
     control_negatives: int = Field(1, ge=0, le=10, description="random corpus documents per few-shot query that "
                                    "the annotation check requires to be labelled negative (0: positives only)")
+    bm25_top1_target: float = Field(0.6, ge=0, le=1, description="most share of the query loop's trial queries whose "
+                                    "source document may be BM25's first hit for an attempt to pass (1: no check)")
+    form_target: float = Field(0.9, ge=0, le=1, description="least share of the query texts written in the query "
+                               "loop's trials, retries included, with the examples' form and length (0: no check)")
     judge_pairs: int = Field(5, ge=1, description="document/query pairs the verifier sees")
     refine_pairs: int = Field(8, ge=1, description="document/query pairs the refiner sees")
     max_doc_chars: int = Field(1500, ge=200, description="documents are clipped to this length in prompts")

@@ -61,8 +61,10 @@ class RefineQueryInstruction(dspy.Signature):
     Keep the parts that work and the same sections (Synthesizer role, Query extraction process, Linguistic DNA,
     Relevance heuristics, Negative constraints). Fix every problem in the feedback with a specific rule (say
     exactly which tone, length or wording to use instead of "appropriate"). Sharpen the role or the process when
-    the queries do not sound like the intended searcher. Output only the revised instruction as plain text with
-    headings and bullets."""
+    the queries do not sound like the intended searcher. The feedback may report measurements: queries of another
+    form or length than the examples, or queries whose own document is the first hit of a keyword search because
+    they reuse its words. Those are facts, not opinions; fix them first. Output only the revised instruction as
+    plain text with headings and bullets."""
 
     task_context: str = dspy.InputField()
     golden_queries: str = dspy.InputField()
