@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import dspy
 import pytest
 
@@ -12,6 +14,7 @@ from syntra_dspy.task import TaskDefinition
 from syntra_dspy.testing import STYLE_MARK, SyntraBrain, scripted_lm
 from syntra_dspy.validation import WriteTally
 
+from test_produce_support import mini_artifact, rows
 from test_query_form import BLUEPRINTS, CLAIMS, DOC
 
 
@@ -111,17 +114,20 @@ def test_a_blueprint_that_stays_invalid_leaves_the_valid_queries_in_their_positi
     assert caught.value.stage == "write" and caught.value.last_answer
 
 
-def test_production_keeps_a_documents_valid_queries_and_records_the_missing_blueprint(tmp_path_factory, minilm,
-                                                                                      tmp_path):
-    import json
-
+@pytest.fixture(scope="module")
+def partial_run(tmp_path_factory, minilm):
+    """A production run whose writer never gets blueprint 1 right."""
     from syntra_dspy.production import produce
-    from test_produce_support import mini_artifact, rows
 
     artifact, index = mini_artifact(tmp_path_factory)
-    store = tmp_path / "run.db"
+    store = tmp_path_factory.mktemp("partial") / "run.db"
     produce(artifact, store, generator=scripted_lm(AlwaysAsks()), index_dir=index, encoder=minilm,
             progress=False, docs=2, queries_per_doc=3, top_k=4, chunk_size=4)
+    return store
+
+
+def test_production_keeps_a_documents_valid_queries_and_records_the_missing_blueprint(partial_run):
+    store = partial_run
     assert {s for s, in rows(store, "SELECT status FROM documents")} == {"partial"}
     for doc_id, in rows(store, "SELECT doc_id FROM documents"):
         assert [p for p, in rows(store, "SELECT position FROM queries WHERE doc_id=? ORDER BY position",
@@ -129,3 +135,26 @@ def test_production_keeps_a_documents_valid_queries_and_records_the_missing_blue
     failures = rows(store, "SELECT stage, kind, detail FROM failures")
     assert len(failures) == 2 and all(f[:2] == ("write", "output") for f in failures)
     assert all(json.loads(f[2])["missing_blueprints"] == [1] for f in failures)
+
+
+def test_export_stats_measure_form_and_near_duplicates_from_the_stored_texts(partial_run, tmp_path):
+    """Also for a store written before these checks: here, one with a question and a reworded twin put back in."""
+    import shutil
+    import sqlite3
+
+    from syntra_dspy.production import compute_stats, format_stats
+
+    checked = compute_stats(partial_run)["quality"]["queries"]
+    assert checked == {"queries": 4, "form": {"kind": "claim", "min_length": 4, "max_length": 20, "unit": "words"},
+                       "in_form": 1.0, "near_duplicate_threshold": 0.7, "near_duplicates": 0.0}
+    older = tmp_path / "older.db"
+    shutil.copy(partial_run, older)
+    with sqlite3.connect(older) as conn:
+        doc_id, text = conn.execute("SELECT doc_id, text FROM queries WHERE position = 0 LIMIT 1").fetchone()
+        conn.execute("UPDATE queries SET text = ? WHERE doc_id = ? AND position = 2",
+                     (" ".join(reversed(text.split())), doc_id))
+        conn.execute("UPDATE queries SET text = 'What does it do?' WHERE doc_id != ? AND position = 0", (doc_id,))
+    stats = compute_stats(older)
+    assert stats["quality"]["queries"]["in_form"] == 0.75 and stats["quality"]["queries"]["near_duplicates"] == 0.25
+    assert "form       75% of queries have the examples' form (claim, 4-20 words); 25% nearly duplicate" in \
+        format_stats(stats)

@@ -30,6 +30,7 @@ from syntra_dspy.production.records import (
     retrieval_instruction,
     select_candidates,
 )
+from syntra_dspy.production.query_quality import query_quality
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.redact import redact
 from syntra_dspy.signatures.types import label_class
@@ -283,8 +284,9 @@ def _share(part: int, whole: int) -> float | None:
 
 def data_quality(run: RunStore, *, qrels: str | Path | None = None) -> dict[str, Any]:
     """What the records are likely to teach: the judge and its label distribution, how often a query's own
-    document is the first hit (under the dense index and under BM25: such queries mostly repeat its words), and,
-    given qrels for the produced queries (by query id), the labels' agreement with them."""
+    document is the first hit (under the dense index and under BM25: such queries mostly repeat its words), the
+    queries' form and near-duplicates (:func:`query_quality`), and, given qrels for the produced queries (by query
+    id), the labels' agreement with them."""
     meta = run.meta()
     queries = run.scalar("SELECT count(*) FROM queries")
     ranks: dict[str, Any] = {"queries": queries,
@@ -299,7 +301,8 @@ def data_quality(run: RunStore, *, qrels: str | Path | None = None) -> dict[str,
         ranks["bm25_ranked_queries"] = ranked
     else:
         ranks["bm25_rank1"] = None  # produced before BM25 ranks were recorded
-    quality: dict[str, Any] = {"judge": meta.get("judge", {"mode": "written"}), "source_ranks": ranks}
+    quality: dict[str, Any] = {"judge": meta.get("judge", {"mode": "written"}), "source_ranks": ranks,
+                               "queries": query_quality(run)}
     if run.has_table("grades") and run.scalar("SELECT count(*) FROM grades"):
         mean_e, mean_mass, graded, with_probs = run.rows(
             "SELECT avg(expected), avg(mass), count(*), count(p0) FROM grades")[0]
@@ -384,6 +387,10 @@ def format_stats(stats: dict[str, Any]) -> str:
     lines.append(f"judge      {judge_text}")
     lines.append(f"difficulty source document is the first hit for {pct(ranks['dense_rank1'])} of queries (dense), "
                  f"{pct(ranks.get('bm25_rank1'))} (BM25)")
+    written, shape = q["queries"], q["queries"]["form"]
+    shown = f" ({shape['kind']}, {shape['min_length']}-{shape['max_length']} {shape['unit']})" if shape else ""
+    lines.append(f"form       {pct(written['in_form'])} of queries have the examples' form{shown}; "
+                 f"{pct(written['near_duplicates'])} nearly duplicate another query of their document")
     if "grades" in q:
         g = q["grades"]
         lines.append(f"grades     {g['candidates']} graded ({g['with_probabilities']} with label probabilities), "
