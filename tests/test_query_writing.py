@@ -158,3 +158,25 @@ def test_export_stats_measure_form_and_near_duplicates_from_the_stored_texts(par
     assert stats["quality"]["queries"]["in_form"] == 0.75 and stats["quality"]["queries"]["near_duplicates"] == 0.25
     assert "form       75% of queries have the examples' form (claim, 4-20 words); 25% nearly duplicate" in \
         format_stats(stats)
+
+
+class RewordsTwice(Recording):
+    """Rewords blueprint 1's query as blueprint 0's on the first answer, and as blueprint 2's on the second."""
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write" and len(self.asked) <= 2:
+            twin = "Notch has broad supporting effects" if len(self.asked) == 1 else \
+                "Jagged1-induced has broad supporting effects"
+            for q in answer["queries"]:
+                if q["blueprint"] == 1:
+                    q["query"] = " ".join(reversed(twin.split()))
+        return name, answer
+
+
+def test_every_retry_names_all_the_queries_kept_so_far():
+    brain = RewordsTwice()
+    assert write(brain, BLUEPRINTS)[1] == "Notch has specific refuting effects"
+    assert [a[0].count("identifier:") for a in brain.asked] == [3, 1, 1]
+    assert "nearly duplicates 'Jagged1-induced has broad supporting effects'" in brain.asked[2][1]
+    assert "The queries for blueprint 0, 2 are accepted" in brain.asked[2][1]

@@ -292,9 +292,9 @@ class SynthesisProgram(dspy.Module):
                 if tally is not None:
                     tally.add(exc.checked, exc.off_form, str(exc))
                 kept.update(exc.kept)
-                if not exc.kept:
+                if not kept:
                     raise
-                done = ", ".join(map(str, sorted(exc.kept)))
+                done = ", ".join(map(str, sorted(kept)))
                 raise OutputRejected(f"{exc}. The queries for blueprint {done} are accepted: write only the "
                                      "queries for the blueprints listed now") from None
             if tally is not None:
