@@ -21,7 +21,7 @@ def test_committed_artifact_loads_with_identical_prompts(manifest):
     for name in set(rendered) - set(recorded):
         assert name == "grade"
         annotation = artifact.program.state.annotation_instruction.strip()
-        assert rendered["grade"].startswith(annotation[:200])
+        assert rendered["grade"].startswith("## Task\n") and annotation[:200] in rendered["grade"]
         assert " ".join(rendered["grade"].split()).endswith("Your whole answer is the digit of your label.")
     assert artifact.program.frozen
 

@@ -315,14 +315,13 @@ class SelfImprove(Teleprompter):
                                      ) -> tuple[SynthesisProgram, LoopReport]:
         s = self.settings
         task = ctx.task_context(program.state.task_definition)
+        if self.evaluates and s.judge == "graded":
+            return self.adapt_graded_annotation(program, candidates, program.state.annotation_instruction)
         with self._stage("annotation_instruction"):
             initial = program.state.annotation_instruction or self.draft_annotation_instruction(program)
         if not self.evaluates:
             return (program.with_components(annotation_instruction=initial),
                     unevaluated("annotation_instruction", initial))
-
-        if s.judge == "graded":
-            return self.adapt_graded_annotation(program, candidates, initial)
         confirmed = self.calibration_labels(program, candidates, initial)
 
         def generate(instruction: str) -> list[tr.LabelTrial] | list[Any]:
@@ -351,7 +350,11 @@ class SelfImprove(Teleprompter):
     def adapt_graded_annotation(self, program: SynthesisProgram, candidates: tr.CandidateSource, initial: str
                                 ) -> tuple[SynthesisProgram, LoopReport]:
         """The annotation loop with the graded judge: the metric is agreement beyond chance on the calibration
-        set (binary kappa and positive recall), and the kept attempt's fitted calibration joins the program."""
+        set (binary kappa and positive recall), and the kept attempt's fitted calibration joins the program.
+
+        The first attempt grades with the task definition and the fixed scale alone (plus any instruction the
+        task gives): no drafted instruction, which on SciFact made the 1.5B model's grades flatter. Refinements
+        add task-specific guidance written from the mismatches."""
         s = self.settings
         task = ctx.task_context(program.state.task_definition)
         corpus = getattr(candidates, "corpus", None)

@@ -34,9 +34,13 @@ class JudgeCandidateRelevance(dspy.Signature):
 
 
 class GradeCandidateRelevance(dspy.Signature):
-    """Judge the one document below for the query, on the 0-3 relevance scale defined above. Decide from what
-    the document actually reports about the query's information need, not from words the two share. Your whole
-    answer is the digit of your label."""
+    """Judge the one document below for the query on this scale:
+    3 = the document reports evidence that directly meets the relevance criterion for this query;
+    2 = the document bears on the query's specific information need, with partial or indirect support;
+    1 = the document is on the same topic or names the same entities, but does not meet the criterion;
+    0 = the document is about something else.
+    Decide from what the document reports, not from words the two share. Your whole answer is the digit of your
+    label."""
 
     query: str = dspy.InputField()
     document: str = dspy.InputField()
