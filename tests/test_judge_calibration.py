@@ -70,3 +70,19 @@ def test_label_probabilities_are_read_from_the_first_tokens_alternatives():
     unsure = {"content": [{"token": "The", "logprob": -0.01, "top_logprobs": [{"token": "1", "logprob": -6.0}]}]}
     assert grade_from_logprobs(unsure, written=None).probs is None  # too little mass on the labels
     assert UNCALIBRATED.classify(1.6, None) == "positive" and UNCALIBRATED.classify(0.4, None) == "easy_negative"
+
+
+@pytest.mark.parametrize("attempts", [1, 3])
+def test_the_graded_loop_explains_mismatches_only_for_an_attempt_it_refines(tmp_path, attempts):
+    from tests.helpers import compile_mini
+
+    artifact, brain = compile_mini(tmp_path, judge="graded", judge_feature="expected", max_attempts=attempts)
+    (loop,) = [h for h in artifact.manifest["history"] if h["name"] == "annotation_instruction"]
+    tried = loop["attempts"]
+    refined = len(tried) - 1
+    assert brain.calls.get("explain_mismatches", 0) == refined
+    if attempts == 1:
+        assert len(tried) == 1 and not tried[0]["passed"]
+        assert tried[0]["details"]["mismatches"] and tried[0]["feedback"]  # the raw mismatches are recorded
+    else:
+        assert refined >= 1 and tried[-1]["passed"]

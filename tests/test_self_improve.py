@@ -152,3 +152,13 @@ def test_clean_text_drops_looping_sentences_but_keeps_structure():
     looped = "```\nRole: a researcher.\n" + "The query must be easy to read. The query must be short. " * 30 + "\n- keep this\n```"
     assert clean_text(looped) == "Role: a researcher.\nThe query must be easy to read. The query must be short.\n- keep this"
     assert clean_text("1. Yes.\n2. Yes.") == "1. Yes.\n2. Yes."  # short items are not treated as loops
+
+
+def test_clean_text_drops_a_sentence_the_token_budget_cut_off():
+    from syntra_dspy.optimizers.self_improve import clean_text
+
+    cut = "Relevant means it reports evidence on the claim. A label of 0 means"
+    assert clean_text(cut) == "Relevant means it reports evidence on the claim."
+    assert clean_text("Rules:\n- claims only\n- short") == "Rules:\n- claims only\n- short"  # list items kept
+    assert clean_text("Write one claim per query") == "Write one claim per query"  # a lone sentence is kept
+    assert clean_text("First rule. Second (see above)") == "First rule. Second (see above)"

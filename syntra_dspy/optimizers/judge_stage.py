@@ -129,6 +129,7 @@ def evaluate_graded(candidates: Sequence[JudgedCandidate], grades: Sequence[Grad
     if passed:
         return Evaluation(score, True, "", details)
     text = mismatches(candidates, grades, calibration, corpus)
+    details["mismatches"] = bool(text)
     feedback = (explain(text) if explain and text else text) or (
         f"Agreement on the calibration set is kappa {kappa} with positive recall {recall}; make the relevance "
         "criterion sharper so relevant documents get clearly higher labels than merely related ones.")

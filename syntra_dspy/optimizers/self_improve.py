@@ -57,7 +57,22 @@ def clean_text(text: str | None) -> str:
             kept.append(sentence)
         if kept or not line.strip():
             lines.append(" ".join(kept).rstrip())
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return _drop_cut_sentence(re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip())
+
+
+def _drop_cut_sentence(text: str) -> str:
+    """Without a last sentence the token budget cut off mid-way (prose only: a list item may lack a full stop).
+
+    A cut sentence ("... is 0, which means") reads as an instruction with no end, and the judge or generator that
+    receives it follows it anyway."""
+    head, _, last = text.rpartition("\n")
+    if not last or last.rstrip().endswith((".", "!", "?", ":", ")", '"', "'")) or re.match(r"\s*([-*•]|\d+[.)])", last):
+        return text
+    sentences = _SENTENCE_END.split(last)
+    if len(sentences) < 2:
+        return text
+    kept = " ".join(sentences[:-1])
+    return f"{head}\n{kept}" if head else kept
 
 
 def _score(value: Any) -> int:
@@ -370,17 +385,18 @@ class SelfImprove(Teleprompter):
                                     material, corpus)
 
         def evaluate(instruction: str, grades: list[Any]) -> Evaluation:
-            def explain(text: str) -> str:
-                return clean_text(self._call("explain_mismatches", task_context=task, instruction=instruction,
-                                             mismatches=text).feedback)
-
             return js.evaluate_graded(material, grades, corpus, feature=s.judge_feature,
-                                      kappa_target=s.judge_kappa_target, recall_target=s.judge_recall_target,
-                                      explain=explain)
+                                      kappa_target=s.judge_kappa_target, recall_target=s.judge_recall_target)
 
         def refine(instruction: str, _: Any, ev: Evaluation) -> str:
+            # The mismatches are explained here, not in evaluate: only an attempt that is refined needs the
+            # explanation, and on a small CPU model it costs minutes.
+            feedback = ev.feedback
+            if ev.details.get("mismatches"):
+                feedback = clean_text(self._call("explain_mismatches", task_context=task, instruction=instruction,
+                                                 mismatches=feedback).feedback) or feedback
             return self._revise("refine_annotation", "instruction", instruction, task_context=task,
-                                current_instruction=instruction, feedback=ev.feedback)
+                                current_instruction=instruction, feedback=feedback)
 
         instruction, grades, report = self._loop("annotation_instruction", generate=generate, evaluate=evaluate,
                                                  refine=refine, threshold=s.judge_kappa_target).run(initial)
