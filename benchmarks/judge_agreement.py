@@ -1,0 +1,181 @@
+"""Written vs graded vs graded-and-fused relevance judges of one artifact, against SciFact's human qrels.
+
+1. ``syntra agreement`` (``measure_agreement``) grades the candidates production would retrieve for N held-out
+   train claims (few-shot and calibration claims excluded) with the artifact's graded judge; every judgment is
+   logged as it is made and a rerun resumes.
+2. The artifact's calibration set is graded again (DSPy's cache answers: the compile graded the same prompts) and
+   two more calibrations are fitted on it, E alone and E fused with the retriever's cosine; each is applied
+   unchanged to the held-out grades, so the graded judges differ only in their score and cut points.
+3. The written judge (the annotate step, one candidate per call, about twice the cost) labels the candidates of the
+   first ``--written-queries`` claims, and each graded judge is compared with it on exactly those candidates.
+4. Binary and three-class kappa, positive precision/recall, AUC, cost per candidate, and paired bootstrap
+   differences (over claims) go to ``benchmarks/results/judge_agreement/``.
+
+    python benchmarks/judge_agreement.py --artifact artifacts/scifact/<version> --work ~/syntra-runs/agreement
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results" / "judge_agreement"
+
+
+def calibration_samples(artifact_path: str) -> list:
+    """The artifact's calibration set graded again (DSPy's cache answers what the compile already graded)."""
+    import dspy
+
+    from syntra_dspy.lm.roles import prepare_lm
+    from syntra_dspy.optimizers.judge_stage import calibration_set, grade_set, samples_of
+    from syntra_dspy.production.setup import load_inputs, resolve_generator
+    from syntra_dspy.retrieval import IndexCandidates
+
+    inputs = load_inputs(artifact_path)
+    program, s = inputs.artifact.program, inputs.artifact.manifest["settings"]
+    lm, _ = resolve_generator(inputs.artifact.manifest, None)
+    prepare_lm(lm)
+    source = IndexCandidates(inputs.corpus, inputs.encoder, inputs.index)
+    material = calibration_set(program.state.examples, source, k=s["annotation_candidates"],
+                               controls=max(1, s["control_negatives"]), seed=s["seed"],
+                               labels=s.get("calibration_labels"), label_queries=s.get("calibration_queries", 0))
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        grades = grade_set(program, material, inputs.corpus)
+    return samples_of(material, grades)
+
+
+def relabel(rows: list[dict | None], candidates, calibration) -> list[dict | None]:
+    """The held-out graded judgments with labels cut by another calibration (same grades, same candidates)."""
+    from syntra_dspy.programs.judge_calibration import CLASS_LABEL
+
+    out = []
+    for row, cand in zip(rows, candidates):
+        if row is None or row["judgment"] is None or "grade" not in row["judgment"]:
+            out.append(row)
+            continue
+        expected = row["judgment"]["grade"]["expected"]
+        label = CLASS_LABEL[calibration.classify(expected, cand.cosine)]
+        out.append({**row, "judgment": {**row["judgment"], "label": label,
+                                        "score": calibration.score(expected, cand.cosine)}})
+    return out
+
+
+def written_on_subset(artifact_path: str, candidates: list, queries: int, log) -> list:
+    """The artifact's written judge on every candidate of the first ``queries`` claims (same log, resumable)."""
+    import dspy
+
+    from syntra_dspy.comparison.judge_eval import judge_candidates
+    from syntra_dspy.lm.roles import prepare_lm
+    from syntra_dspy.lm.usage import UsageMeter
+    from syntra_dspy.production.setup import load_inputs, resolve_generator
+    from syntra_dspy.programs.judge import RelevanceJudge
+
+    keep = list(dict.fromkeys(c.query_id for c in candidates))[:queries]
+    subset = [c for c in candidates if c.query_id in keep]
+    inputs = load_inputs(artifact_path)
+    lm, _ = resolve_generator(inputs.artifact.manifest, None)
+    prepare_lm(lm)
+    judge = RelevanceJudge(inputs.artifact.program, mode="written")
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
+        judge_candidates(judge, inputs.artifact.version, subset, corpus=inputs.corpus, log=log, meter=UsageMeter())
+    return subset
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--artifact", required=True)
+    parser.add_argument("--dataset", default="beir:../shared/data/scifact:train")
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--written-queries", type=int, default=50,
+                        help="judge the first N claims' candidates with the written judge too (it costs ~2x)")
+    parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--random", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work", type=Path, default=Path.home() / "syntra-runs" / "agreement")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+
+    from syntra_dspy.candidates import JudgedCandidate
+    from syntra_dspy.comparison.judge_eval import JudgmentLog, measure_agreement, paired_kappa_difference, score_judge
+    from syntra_dspy.programs.judge_calibration import fit_calibration
+
+    report = measure_agreement([args.artifact], args.dataset, judges=["graded"], n_queries=args.queries,
+                               top_k=args.top_k, random_negatives=args.random, seed=args.seed, out=args.work)
+    candidates = [JudgedCandidate(**c) for c in json.loads((args.work / "candidates.json").read_text())]
+    log = JudgmentLog(args.work / "judgments.jsonl")
+    (graded,) = report["judges"]
+    version = report["judges"][graded]["version"]
+
+    def rows_of(mode: str, cands: list) -> list:
+        return [log.done.get(f"{version}|{mode}|{c.query_id}|{c.doc_id}") for c in cands]
+
+    samples = calibration_samples(args.artifact)
+    compiled = report["judges"][graded]["judge"].get("calibration", {}).get("feature", "?")
+    judges = {f"graded, compiled calibration ({compiled})": rows_of("graded", candidates)}
+    for feature in ("expected", "fused"):
+        calibration = fit_calibration(samples, feature=feature)
+        name = f"graded, {'E alone' if feature == 'expected' else 'E + cosine (fused)'}"
+        judges[name] = relabel(rows_of("graded", candidates), candidates, calibration)
+    held_out = {name: score_judge(candidates, rows) for name, rows in judges.items()}
+
+    subset = written_on_subset(args.artifact, candidates, args.written_queries, log) if args.written_queries else []
+    on_subset, comparisons = {}, {}
+    if subset:
+        index = {(c.query_id, c.doc_id): i for i, c in enumerate(candidates)}
+        pick = [index[(c.query_id, c.doc_id)] for c in subset]
+        sub_rows = {name: [rows[i] for i in pick] for name, rows in judges.items()}
+        sub_rows["written"] = rows_of("written", subset)
+        on_subset = {name: score_judge(subset, rows) for name, rows in sub_rows.items()}
+        for name in judges:
+            comparisons[f"{name} vs written"] = paired_kappa_difference(subset, sub_rows["written"], sub_rows[name])
+    summary = {**report, "calibration_samples": len(samples), "held_out": held_out,
+               "written_subset": {"queries": len({c.query_id for c in subset}), "candidates": len(subset),
+                                  "judges": on_subset, "comparisons": comparisons}}
+    text = (args.work / "agreement.md").read_text() + render_variants(
+        "All held-out claims: the graded judge under each calibration (fitted on the artifact's calibration set, "
+        "applied unchanged)", held_out)
+    if subset:
+        text += render_variants(f"The first {summary['written_subset']['queries']} claims "
+                                f"({len(subset)} candidates): written against graded, same candidates",
+                                on_subset, comparisons)
+    print(text)
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "agreement.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        (RESULTS / "agreement.md").write_text(text)
+        for name in ("candidates.json", "judgments.jsonl", "reliability.png"):
+            if (args.work / name).exists():
+                shutil.copy(args.work / name, RESULTS / name)
+    return 0
+
+
+def render_variants(title: str, judges: dict, comparisons: dict | None = None) -> str:
+    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    lines = ["", f"## {title}", "",
+             "| judge | binary κ | pos. precision | pos. recall | 3-class κ | AUC of E | s/candidate | predicted pos/hard/easy |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, v in judges.items():
+        b, pred = v["binary"], v["predicted"]
+        pos = b["per_class"]["relevant"]
+        auc = v["ranking"].get("expected", {}).get("auc")
+        lines.append(f"| {name} | {fmt(b['kappa'])} | {fmt(pos['precision'])} | {fmt(pos['recall'])} | "
+                     f"{fmt(v['three_class']['kappa'])} | {fmt(auc)} | {fmt(v['cost']['seconds_per_candidate'])} | "
+                     f"{pred['positive']}/{pred['hard_negative']}/{pred['easy_negative']} |")
+    if comparisons:
+        lines += ["", "| paired (bootstrap over claims) | κ difference | 95% CI | P(not better) |", "|---|---|---|---|"]
+        for name, c in comparisons.items():
+            lines.append(f"| {name} | {fmt(c['difference'])} | [{fmt(c['ci95'][0])}, {fmt(c['ci95'][1])}] | "
+                         f"{fmt(c['p_b_not_better'])} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
