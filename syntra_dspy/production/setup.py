@@ -22,7 +22,7 @@ from syntra_dspy.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
-from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flag, sanitize_api_base
+from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval import default_index_dir
 from syntra_dspy.task import LMSpec
@@ -155,20 +155,21 @@ def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
                            "or --generator embedded")
 
 
-def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.LM | None,
+def resolve_generator(manifest: dict[str, Any], generator: str | list[str] | LMSpec | dspy.LM | None,
                       api_key_env: str | None = None, *, timeout: float | None = None,
                       retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
     """The generator LM and its secret-free description: the artifact's (in-process) unless one is given.
 
-    A ``MODEL[@API_BASE]`` flag keeps the artifact's sampling settings; the key variable, the timeout (total
-    seconds per request) and the retries come from the command line only.
+    A ``MODEL[@API_BASE]`` flag (or several, one per server of the same model) keeps the artifact's sampling
+    settings; the key variable, the timeout (total seconds per request) and the retries come from the command
+    line only.
     """
     if isinstance(generator, dspy.LM):
         return generator, describe_lm(generator, role="generator")
     if isinstance(generator, LMSpec):
         spec = generator
-    elif isinstance(generator, str):
-        flag = parse_lm_flag(generator)
+    elif isinstance(generator, (str, list)):
+        flag = parse_lm_flags(generator)
         spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(manifest))
     else:
         spec = _artifact_generator(manifest)
