@@ -82,8 +82,9 @@ class LMSpec(_Strict):
     Keys are read from the environment (``api_key_env``), never from the task file, so nothing secret
     can end up in an artifact. ``timeout`` and ``retries`` bound every request to a served model.
     ``api_base`` may list several servers of the same model: requests are balanced over them and fail over
-    between them. ``schema_form`` says how a structured step's JSON schema reaches the server (default: by
-    model route, see :mod:`syntra_dspy.lm.schema_forms`).
+    between them; one that fails rests ``cooldown`` seconds (default 10) before it is sent requests again.
+    ``schema_form`` says how a structured step's JSON schema reaches the server (default: by model route, see
+    :mod:`syntra_dspy.lm.schema_forms`).
     """
 
     model: str = "embedded"
@@ -94,6 +95,7 @@ class LMSpec(_Strict):
     timeout: LMTimeout | None = None
     retries: int | None = Field(None, ge=0, le=20)
     schema_form: SchemaForm | None = None
+    cooldown: float | None = Field(None, gt=0, le=3600, allow_inf_nan=False)
 
     @field_validator("api_base")
     @classmethod

@@ -63,6 +63,16 @@ def _cached(usage: Any) -> int:
     return _count(details, "cached_tokens") if details is not None else 0
 
 
+def _transient(error: BaseException) -> bool:
+    """A failure another endpoint (or a later try) may not have: 429, 5xx, a timeout, a lost connection."""
+    from dspy import lm15
+
+    if is_fatal_backend_error(error):
+        return False
+    return isinstance(error, (lm15.RateLimitError, lm15.ServerError, lm15.TimeoutError, lm15.TransportError)) \
+        or is_retryable(error)
+
+
 class RoutedEngine:
     """A DSPy engine (``complete(Request) -> Response``) over ``litellm.Router`` and several ``api_bases``."""
 
@@ -117,7 +127,7 @@ class RoutedEngine:
                 raw = self._router.completion(model=GROUP, **body)
             except Exception as exc:  # noqa: BLE001 - counted, then re-raised as DSPy's error type
                 error = self._failed(exc, time.perf_counter() - started)
-                if attempt + 1 < len(self._ids) and is_retryable(error) and not is_fatal_backend_error(error):
+                if attempt + 1 < len(self._ids) and _transient(error):
                     continue  # the Router now cools that endpoint down: the next pick is another one
                 raise error from exc
             self._answered(raw, time.perf_counter() - started)
@@ -147,12 +157,16 @@ class RoutedEngine:
         why = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)[:300]
         with self._lock:
             stats = self._stats.get(getattr(exc, "failed_deployment_id", None))
-            if stats is None:  # no endpoint was tried (e.g. every one is cooling down)
+            if stats is None:  # no endpoint was tried: every one is resting; retry when the first may answer
+                rests = [self.cooldown - (time.monotonic() - s.failing_since)
+                         for s in self._stats.values() if s.failing_since is not None]
+                if rests and getattr(error, "retry_after", None) is None:
+                    error.retry_after = max(0.1, min(rests))
                 return error
             stats.failures += 1
             stats.seconds += seconds
             stats.last_error = why
-            if stats.failing_since is None and is_retryable(error):  # a refused request is no sign of ill health
+            if stats.failing_since is None and _transient(error):  # a refused request is no sign of ill health
                 stats.failing_since = time.monotonic()
                 logger.warning("LM endpoint %s failed (%s); it rests for %g s while the other endpoints answer",
                                stats.endpoint, why, self.cooldown)

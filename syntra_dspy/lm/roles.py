@@ -13,9 +13,9 @@ import dspy
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
-from syntra_dspy.lm.endpoints import RoutedEngine
+from syntra_dspy.lm.endpoints import DEFAULT_COOLDOWN, RoutedEngine
 from syntra_dspy.lm.guarded import CallPolicy, GuardedLM
-from syntra_dspy.lm.schema_forms import StructuredOutput, default_form
+from syntra_dspy.lm.schema_forms import LITELLM_FORMS, StructuredOutput, default_form
 from syntra_dspy.redact import redact, register_secret
 from syntra_dspy.task import LMRolesSpec, LMSpec, LMTimeout
 
@@ -95,7 +95,7 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
     max_tokens = DEFAULT_MAX_TOKENS if spec.max_tokens is None else spec.max_tokens
     name = embedded_name(spec.model)
     if name is not None:
-        for attr in ("api_base", "api_key_env", "timeout", "retries", "schema_form"):
+        for attr in ("api_base", "api_key_env", "timeout", "retries", "schema_form", "cooldown"):
             if getattr(spec, attr) is not None:
                 raise ConfigError(
                     f"the embedded model runs in-process and takes no {attr}",
@@ -129,9 +129,13 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
                                   chosen_by="setting" if spec.schema_form else "default")
     kwargs: dict[str, Any] = {}
     bases = spec.api_bases
+    if spec.cooldown is not None and len(bases) < 2:
+        raise ConfigError("cooldown applies only to a role spread over several servers", field=f"lms.{role}.cooldown",
+                          hint="list several api_base addresses, or remove cooldown")
     if len(bases) > 1:
         kwargs["engine"] = RoutedEngine(spec.model, bases, labels=[sanitize_api_base(b) or b for b in bases],
-                                        api_key=key, timeout=policy.total, structured=structured)
+                                        api_key=key, timeout=policy.total, structured=structured,
+                                        cooldown=spec.cooldown or DEFAULT_COOLDOWN)
     else:
         if bases:
             kwargs["api_base"] = bases[0]
@@ -253,8 +257,12 @@ class LMRoles:
 
 
 def prepare_lm(lm: dspy.LM) -> None:
-    """Load an in-process model now (a no-op for served models): a missing model package, or an engine that
-    crashes on this machine (checked in a subprocess), fails before any work starts or any store is opened."""
+    """Load an in-process model now: a missing model package, or an engine that crashes on this machine (checked
+    in a subprocess), fails before any work starts or any store is opened. A served role whose schema form goes
+    through LiteLLM imports it now, so the seconds that takes are not charged to the first request's time limit."""
+    structured = getattr(lm, "structured", None)
+    if isinstance(structured, StructuredOutput) and structured.form in LITELLM_FORMS:
+        import litellm  # noqa: F401
     engine = getattr(lm, "engine", None)
     if hasattr(engine, "load"):
         engine.load()

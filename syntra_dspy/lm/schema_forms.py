@@ -43,6 +43,10 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Forms DSPy's native engine cannot carry: their requests go through DSPy's LiteLLM engine instead.
+LITELLM_FORMS = frozenset({"structured_outputs", "guided_json", "json_object"})
+
+
 def default_form(model: str) -> SchemaForm:
     """The form a model route gets unless its role names one: vLLM's own field on ``hosted_vllm/``, else
     OpenAI's ``response_format``, which hosted APIs, SGLang and recent llama.cpp servers all take."""
