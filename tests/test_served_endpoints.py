@@ -84,6 +84,10 @@ def test_cli_repeated_generator_flags_spread_the_role(mini, tmp_path, capsys):
     with RunStore.open(tmp_path / "run.db", readonly=True) as run:
         generator = run.meta()["generator"]
     assert generator["api_base"] == urls and generator["schema_form"]["form"] == "structured_outputs"
+    assert main(["export", str(tmp_path / "run.db"), "--stats"]) == 0
+    stats = capsys.readouterr().out
+    assert "schema     session 1 generator: structured_outputs (default)" in stats
+    assert all(f"generator {url}: " in stats for url in urls) and "healthy" in stats
 
 
 def test_retry_with_backoff_when_every_endpoint_is_rate_limited():
@@ -125,3 +129,15 @@ def test_bad_endpoint_lists_are_refused_with_the_field_and_the_fix():
     with pytest.raises(ConfigError, match=r"lms\.generator\.api_base"):
         parse_task({"name": "t", "corpus": {"path": "c"}, "examples": [{"query": "q", "positive_id": "1"}] * 3,
                     "lms": {"generator": {"model": "hosted_vllm/m", "api_base": []}}}, source="task.yaml")
+
+
+def test_a_command_line_server_replaces_the_task_file_servers_and_their_settings():
+    spec = LMSpec(model="hosted_vllm/m", api_base=["http://a:1/v1", "http://b:1/v1"], cooldown=3,
+                  schema_form="guided_json")
+    one = LMRoles.from_spec(parse_task({"name": "t", "corpus": {"path": "c"}, "examples": [
+        {"query": "q", "positive_id": "1"}] * 3, "lms": {"generator": spec.model_dump()}}, source="t.yaml").lms,
+        {"generator": ["hosted_vllm/m@http://c:1/v1"]})
+    assert one.specs["generator"].api_base == "http://c:1/v1" and one.specs["generator"].cooldown is None
+    assert one.specs["generator"].schema_form == "guided_json"  # same route: the user's form stays
+    other = LMRoles.from_spec(None, {"generator": ["openai/m@http://c:1/v1"]})
+    assert other.describe()["generator"]["schema_form"]["form"] == "json_schema"

@@ -11,6 +11,7 @@ import pytest
 from syntra_dspy.lm import OpenAICompatibleServer
 from syntra_dspy.lm.schema_forms import shape
 from syntra_dspy.production import RunStore, export_records, produce
+from syntra_dspy.production.export import compute_stats, format_stats
 from syntra_dspy.task import LMSpec
 from syntra_dspy.testing import SyntraBrain
 
@@ -140,6 +141,8 @@ def test_fixed_prompt_part_first_and_cached_prefix_share_per_stage(mini, minilm,
     with RunStore.open(tmp_path / "run.db", readonly=True) as run:
         stored = run.usage()
     assert all(u["cached_prompt_tokens"] > 0 for u in stored.values())
+    report = format_stats(compute_stats(tmp_path / "run.db"))
+    assert "of prompt tokens from the server's prefix cache" in report
 
 
 def test_a_store_from_before_these_tables_still_opens(mini, minilm, tmp_path):

@@ -201,13 +201,17 @@ def _provider(model: str) -> str:
 def _override(spec: LMSpec, flag: str | Sequence[str]) -> LMSpec:
     """A CLI flag replaces model and address; sampling settings stay. The key variable stays only when the
     address stays (same api_base, or both at the same provider's default), so a key meant for one server is
-    never sent to another."""
+    never sent to another. The schema form stays with the same provider (another route gets its own default);
+    the cooldown stays only while the role still has several servers."""
     new = parse_lm_flags(flag)
     same_place = new.api_base == spec.api_base and (
         new.api_base is not None or _provider(new.model) == _provider(spec.model)
     )
     keep_key = spec.api_key_env if same_place else None
-    return spec.model_copy(update={"model": new.model, "api_base": new.api_base, "api_key_env": keep_key})
+    form = spec.schema_form if _provider(new.model) == _provider(spec.model) else None
+    cooldown = spec.cooldown if len(new.api_bases) > 1 else None
+    return spec.model_copy(update={"model": new.model, "api_base": new.api_base, "api_key_env": keep_key,
+                                   "schema_form": form, "cooldown": cooldown})
 
 
 @dataclass
