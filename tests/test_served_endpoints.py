@@ -141,3 +141,28 @@ def test_a_command_line_server_replaces_the_task_file_servers_and_their_settings
     assert one.specs["generator"].schema_form == "guided_json"  # same route: the user's form stays
     other = LMRoles.from_spec(None, {"generator": ["openai/m@http://c:1/v1"]})
     assert other.describe()["generator"]["schema_form"]["form"] == "json_schema"
+
+
+def test_endpoints_that_refuse_the_schema_form_fall_back_once_and_stay_healthy():
+    asked = {"type": "json_schema", "json_schema": {"name": "Out", "schema": {
+        "type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}
+    with OpenAICompatibleServer(lambda call: '{"answer": "yes"}', refuse=("structured_outputs",)) as a, \
+            OpenAICompatibleServer(lambda call: '{"answer": "yes"}', refuse=("structured_outputs",)) as b:
+        lm = build_lm(LMSpec(model="hosted_vllm/fake", api_base=[a.base_url, b.base_url]), role="generator")
+        assert lm("one", response_format=asked) == ['{"answer": "yes"}']
+        assert lm("two", response_format=asked) == ['{"answer": "yes"}']
+        refused, answered = a.refused + b.refused, a.requests + b.requests
+    assert (refused, answered) == (1, 2)  # refused once, then plain requests only
+    assert lm.structured.describe()["active"] == "none"
+    books = lm.engine.snapshot().values()
+    assert sum(s["failures"] for s in books) == 1 and all(s["healthy"] for s in books)
+
+
+def test_an_artifact_compiled_on_several_servers_names_them_without_credentials():
+    from syntra_dspy.production.setup import resolve_generator
+
+    manifest = {"lms": {"generator": {"model": "hosted_vllm/m", "api_base": ["http://u:pw@h1:1/v1", "http://h2:1/v1", 5],
+                                      "temperature": 0.0, "max_tokens": 100}}}
+    with pytest.raises(ConfigError, match=r"at http://h1:1/v1, http://h2:1/v1; production takes") as raised:
+        resolve_generator(manifest, None)
+    assert "pw" not in str(raised.value)

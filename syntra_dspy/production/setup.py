@@ -148,7 +148,10 @@ def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
         return LMSpec(model=f"{EMBEDDED}:{name}", **sampling)
     if not info:
         return LMSpec(model=EMBEDDED, **sampling)
-    where = f" at {sanitize_api_base(info.get('api_base'))}" if info.get("api_base") else ""
+    bases = info.get("api_base")
+    bases = [bases] if isinstance(bases, str) else [b for b in bases if isinstance(b, str)] \
+        if isinstance(bases, list) else []
+    where = f" at {', '.join(str(sanitize_api_base(b)) for b in bases)}" if bases else ""
     raise ConfigError(f"the artifact was compiled with generator {str(model)[:80]!r}{where}; production takes a "
                       "served model, its address and its key only from the command line", field="generator",
                       hint="pass --generator MODEL@http://HOST:PORT/v1 (and --api-key-env VAR for a key), "
