@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from syntra_dspy.errors import ConfigError
 
 CorpusFormat = Literal["beir", "neuclir", "tsv"]
+#: How a served role sends a structured step's JSON schema (:mod:`syntra_dspy.lm.schema_forms` says what each means).
+SchemaForm = Literal["json_schema", "structured_outputs", "guided_json", "json_object", "none"]
 #: A task name is a folder name under the artifact root: letters, digits, ``_.-``, short enough for any file system.
 TASK_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 TASK_NAME_MAX = 100
@@ -78,15 +81,46 @@ class LMSpec(_Strict):
 
     Keys are read from the environment (``api_key_env``), never from the task file, so nothing secret
     can end up in an artifact. ``timeout`` and ``retries`` bound every request to a served model.
+    ``api_base`` may list several servers of the same model: requests are balanced over them and fail over
+    between them; one that fails rests ``cooldown`` seconds (default 10) before it is sent requests again.
+    ``schema_form`` says how a structured step's JSON schema reaches the server (default: by model route, see
+    :mod:`syntra_dspy.lm.schema_forms`).
     """
 
     model: str = "embedded"
-    api_base: str | None = None
+    api_base: str | list[str] | None = None
     api_key_env: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: LMTimeout | None = None
     retries: int | None = Field(None, ge=0, le=20)
+    schema_form: SchemaForm | None = None
+    cooldown: float | None = Field(None, gt=0, le=3600, allow_inf_nan=False)
+
+    @field_validator("api_base")
+    @classmethod
+    def _addresses(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if not isinstance(value, list):
+            return value
+        if not value:
+            raise ValueError("api_base is an empty list; give one server address or several")
+        seen: set[str] = set()
+        for i, base in enumerate(value):
+            parts = urlsplit(base.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"api_base[{i}] is not an http(s) server address; e.g. http://host:8000/v1")
+            key = base.strip().rstrip("/")
+            if key in seen:
+                raise ValueError(f"api_base[{i}] repeats an earlier address; list each server once")
+            seen.add(key)
+        return value[0] if len(value) == 1 else value
+
+    @property
+    def api_bases(self) -> list[str]:
+        """Every server address (none for the embedded model or a provider's default address)."""
+        if self.api_base is None:
+            return []
+        return [self.api_base] if isinstance(self.api_base, str) else list(self.api_base)
 
 
 class LMRolesSpec(_Strict):

@@ -146,6 +146,7 @@ def test_describe_never_leaks_a_key(monkeypatch):
         "max_tokens": 2048,
         "cache": False,
         "timeout": {"connect_s": 10.0, "total_s": 120.0, "retries": 3, "max_wait_s": 60.0},
+        "schema_form": {"form": "json_schema", "chosen_by": "default", "active": "json_schema", "fallback": None},
     }
     embedded = described["verifier"]["embedded"]
     assert embedded["sha256"] == EMBEDDED_MODELS["qwen2.5-coder-0.5b"].sha256

@@ -19,9 +19,10 @@ def add_lm_flags(parser: argparse.ArgumentParser) -> None:
     from syntra_dspy.cli._args import positive_seconds
 
     for role in ("generator", "verifier", "refiner"):
-        parser.add_argument(f"--{role}", metavar="MODEL[@API_BASE]",
+        parser.add_argument(f"--{role}", metavar="MODEL[@API_BASE]", action="append",
                             help=f"{role} LM: 'embedded[:NAME]' or a DSPy/LiteLLM model string, "
-                                 "optionally @ an OpenAI-compatible server address")
+                                 "optionally @ an OpenAI-compatible server address; repeat MODEL@URL to spread "
+                                 "the role over several servers of one model")
     parser.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
                         help="total time one request to a served LM may take (every served role; default: the "
                              "task file's lms.<role>.timeout, else 120)")
@@ -77,7 +78,7 @@ def lm_timeout(args: argparse.Namespace) -> float | None:
     return getattr(args, "timeout", None)
 
 
-def lm_overrides(args: argparse.Namespace) -> dict[str, str]:
+def lm_overrides(args: argparse.Namespace) -> dict[str, list[str]]:
     return {role: getattr(args, role) for role in ("generator", "verifier", "refiner") if getattr(args, role, None)}
 
 

@@ -29,9 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-size", type=positive_int, default=None, metavar="c",
                    help="candidates per annotation call (default: the artifact's setting)")
     p.add_argument("--concurrency", type=positive_int, default=4, metavar="C", help="LM calls in flight (default 4)")
-    p.add_argument("--generator", metavar="MODEL[@API_BASE]", default=None,
+    p.add_argument("--generator", metavar="MODEL[@API_BASE]", default=None, action="append",
                    help="generator LM: 'embedded[:NAME]' or a DSPy/LiteLLM model string, optionally @ an "
                         "OpenAI-compatible server (e.g. hosted_vllm/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1); "
+                        "repeat MODEL@URL to balance over several servers of one model, with failover; "
                         "default: the artifact's generator")
     p.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the server's key")
     p.add_argument("--artifact-key-env", default=None, metavar="VAR",

@@ -115,7 +115,7 @@ def compare_strategies(
     artifacts: str | Path | None = None,
     settings: CompileSettings | None = None,
     lms: Any = None,
-    lm_overrides: dict[str, str] | None = None,
+    lm_overrides: dict[str, str | list[str]] | None = None,
     lm_timeout: float | None = None,
     encoder: str | None = None,
     index_dir: str | Path | None = None,

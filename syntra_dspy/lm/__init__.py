@@ -14,7 +14,9 @@ from syntra_dspy.lm.embedded import (
 from syntra_dspy.errors import CallCancelled
 from syntra_dspy.lm.guarded import CallPolicy, CallTimedOut, GuardedLM, cancel_calls
 from syntra_dspy.lm.openai_server import Fault, OpenAICompatibleServer
-from syntra_dspy.lm.roles import LMRoles, build_lm, describe_lm, parse_lm_flag, sanitize_api_base
+from syntra_dspy.lm.endpoints import RoutedEngine
+from syntra_dspy.lm.roles import LMRoles, build_lm, describe_lm, parse_lm_flag, parse_lm_flags, sanitize_api_base
+from syntra_dspy.lm.schema_forms import SCHEMA_FORMS, StructuredOutput, default_form
 from syntra_dspy.lm.scripted import (
     NoScriptedAnswerError,
     RuleResponder,
@@ -38,20 +40,25 @@ __all__ = [
     "LlamaCppEngine",
     "NoScriptedAnswerError",
     "OpenAICompatibleServer",
+    "RoutedEngine",
     "RuleResponder",
     "ScriptedCall",
     "ScriptedEngine",
     "ScriptedLM",
+    "SCHEMA_FORMS",
     "StageUsage",
+    "StructuredOutput",
     "TokenDistribution",
     "UsageMeter",
     "build_lm",
     "cancel_calls",
     "current_stage",
+    "default_form",
     "describe_lm",
     "ensure_gguf",
     "get_embedded_model",
     "parse_lm_flag",
+    "parse_lm_flags",
     "release_models",
     "sanitize_api_base",
     "submit_in_context",

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import dspy
 
 from syntra_dspy.errors import CallCancelled, LMCallError, is_fatal_backend_error, is_retryable
+from syntra_dspy.lm.schema_forms import StructuredOutput
 from syntra_dspy.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -180,16 +181,58 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 class GuardedLM(dspy.LM):
-    """``dspy.LM`` for a served model whose every call goes through a :class:`CallGuard` (DSPy retries off)."""
+    """``dspy.LM`` for a served model whose every call goes through a :class:`CallGuard` (DSPy retries off).
 
-    def __init__(self, model: str, *, policy: CallPolicy | None = None, **kwargs: Any) -> None:
+    With ``structured``, every structured step sends its JSON schema in that role's form (see
+    :mod:`syntra_dspy.lm.schema_forms`), and a server that refuses the form gets the same call once more without
+    it, as every later call. An ``engine`` that talks to several endpoints owns its connection (no client
+    timeout here) and shapes the schema itself, after choosing the endpoint.
+    """
+
+    def __init__(self, model: str, *, policy: CallPolicy | None = None,
+                 structured: StructuredOutput | None = None, **kwargs: Any) -> None:
         policy = policy or CallPolicy()
         kwargs.pop("num_retries", None)
-        super().__init__(model, num_retries=0, timeout=policy.client_timeout(), **kwargs)
+        self._engine_shapes = not isinstance(kwargs.get("engine", "auto"), str)
+        if not self._engine_shapes:
+            kwargs["timeout"] = policy.client_timeout()
+        super().__init__(model, num_retries=0, **kwargs)
         self.guard = CallGuard(policy)
+        self.structured = structured
+
+    @property
+    def supports_response_schema(self) -> bool:
+        if self.structured is not None:
+            return self.structured.sends_schema
+        return super().supports_response_schema
+
+    @property
+    def supported_params(self) -> set[str]:
+        params = set(super().supported_params)
+        if self.structured is not None and self.structured.sends_schema:
+            params.add("response_format")
+        return params
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        return self.guard.call(lambda: dspy.LM.__call__(self, prompt, messages=messages, **kwargs), model=self.model)
+        return self.guard.call(lambda: self._attempt(prompt, messages, kwargs), model=self.model)
+
+    def _attempt(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
+        """One attempt; a refused schema form is dropped and the same call made at once without it."""
+        structured = self.structured
+        if structured is None:
+            return dspy.LM.__call__(self, prompt, messages=messages, **kwargs)
+        try:
+            return dspy.LM.__call__(self, prompt, messages=messages, **self._shaped(kwargs))
+        except Exception as exc:
+            if "response_format" not in kwargs or not structured.fall_back_on(exc, model=self.model):
+                raise
+        return dspy.LM.__call__(self, prompt, messages=messages, **self._shaped(kwargs))
+
+    def _shaped(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        structured = self.structured
+        if structured is None or (self._engine_shapes and structured.sends_schema):
+            return kwargs  # the engine shapes it for the endpoint it picks
+        return structured.prepare(kwargs)
 
     def copy(self, **kwargs: Any) -> GuardedLM:
         """``copy(num_retries=n)`` sets this guard's retries (DSPy's own stay off); the stop switch is shared."""

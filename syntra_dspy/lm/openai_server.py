@@ -5,7 +5,11 @@ scripted "brain" can be reached in-process or over HTTP exactly as a vLLM or lla
 (``hosted_vllm/<model>``, ``openai/<model>`` with ``api_base=srv.base_url``). A fixed per-call
 ``latency`` makes concurrency observable: ``in_flight_peak`` tells how many requests overlapped.
 ``faults`` makes it misbehave on chosen requests (hang, trickle, rate-limit, refuse, answer with HTML), to
-test how a client copes with a bad server.
+test how a client copes with a bad server. It reads a JSON schema in any form a real server takes (OpenAI's
+``response_format``, llama.cpp's ``json_object`` + schema, vLLM's ``structured_outputs`` and ``guided_json``);
+``refuse`` names request fields it answers with HTTP 400, as a server without that feature does; with
+``prefix_cache`` it reports ``usage.prompt_tokens_details.cached_tokens`` for a system prompt it has seen, as
+vLLM does with prefix caching on.
 """
 
 from __future__ import annotations
@@ -38,7 +42,12 @@ def _text(content: Any) -> str:
 
 
 def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
-    """Normalise OpenAI's ``json_schema`` and llama.cpp's ``json_object`` + schema to lm15's shape."""
+    """Normalise OpenAI's ``json_schema``, llama.cpp's ``json_object`` + schema and vLLM's guided-decoding
+    fields to lm15's shape."""
+    guided = (body.get("structured_outputs") or {}).get("json") if isinstance(body.get("structured_outputs"), dict) \
+        else body.get("guided_json")
+    if isinstance(guided, dict):
+        return {"type": "json_schema", "schema": guided}
     fmt = body.get("response_format")
     if not isinstance(fmt, dict):
         return None
@@ -90,12 +99,16 @@ class OpenAICompatibleServer:
         port: int = 0,
         api_key: str | None = None,
         faults: FaultPlan | None = None,
+        refuse: tuple[str, ...] = (),
+        prefix_cache: bool = False,
     ) -> None:
         if latency < 0:
             raise ValueError("latency must be >= 0 seconds")
         self.responder = responder
         self.latency = latency
         self.faults = faults
+        self.refuse = tuple(refuse)
+        self.prefix_cache = prefix_cache
         self.stopping = threading.Event()
         self.model = model
         self.api_key = api_key
@@ -113,6 +126,8 @@ class OpenAICompatibleServer:
             self.in_flight_peak = 0
             self.calls: list[ScriptedCall] = []
             self.bodies: list[dict[str, Any]] = []
+            self.refused = 0  # requests answered 400 because of a field in ``refuse``
+            self._seen_prefixes: set[str] = set()
 
     # ── lifecycle ──
 
@@ -194,18 +209,26 @@ class OpenAICompatibleServer:
                 choice["logprobs"] = answer.openai_logprobs(body.get("top_logprobs"))
             choices.append(choice)
         completion_tokens = sum(approx_tokens(c["message"]["content"]) for c in choices)
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
+        if self.prefix_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": self._cached_prefix(messages)}
         return {
             "id": f"chatcmpl-scripted-{first}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or self.model,
             "choices": choices,
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
+
+    def _cached_prefix(self, messages: list[dict[str, str]]) -> int:
+        """Tokens of the leading system message when an earlier request began with the same one."""
+        system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+        with self._lock:
+            seen = system in self._seen_prefixes
+            self._seen_prefixes.add(system)
+        return approx_tokens(system) if seen and system else 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -285,6 +308,11 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             return self._error(400, "streaming is not supported by this test server", "invalid_request_error")
         state = self.server_state
+        refused = [name for name in state.refuse if name in body]
+        if refused:
+            with state._lock:
+                state.refused += 1
+            return self._error(400, f"unsupported request field: {refused[0]}", "invalid_request_error")
         with state._lock:
             number = state.requests
             state.requests += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -12,7 +13,9 @@ import dspy
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
+from syntra_dspy.lm.endpoints import DEFAULT_COOLDOWN, RoutedEngine
 from syntra_dspy.lm.guarded import CallPolicy, GuardedLM
+from syntra_dspy.lm.schema_forms import LITELLM_FORMS, StructuredOutput, default_form
 from syntra_dspy.redact import redact, register_secret
 from syntra_dspy.task import LMRolesSpec, LMSpec, LMTimeout
 
@@ -76,7 +79,9 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
     ``ollama_chat/...``) with an optional ``api_base`` and a key read from ``$api_key_env``.
     Temperature defaults to 0.0 and max_tokens to 2048. A served model is a :class:`GuardedLM`: every request
     is bounded by ``spec.timeout`` (connect and total) and retried ``spec.retries`` times with capped, logged
-    waits (see :mod:`syntra_dspy.lm.guarded`).
+    waits (see :mod:`syntra_dspy.lm.guarded`); structured steps send their JSON schema in ``spec.schema_form``
+    (default by route, :mod:`syntra_dspy.lm.schema_forms`). Several ``api_base`` addresses make one role served
+    by all of them through LiteLLM's Router (:mod:`syntra_dspy.lm.endpoints`).
 
     Caching: DSPy leaves ``api_base`` out of its response-cache key, so two servers that serve the same
     model name would share cached answers (the second is never asked). ``cache=None`` therefore turns
@@ -90,7 +95,7 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
     max_tokens = DEFAULT_MAX_TOKENS if spec.max_tokens is None else spec.max_tokens
     name = embedded_name(spec.model)
     if name is not None:
-        for attr in ("api_base", "api_key_env", "timeout", "retries"):
+        for attr in ("api_base", "api_key_env", "timeout", "retries", "schema_form", "cooldown"):
             if getattr(spec, attr) is not None:
                 raise ConfigError(
                     f"the embedded model runs in-process and takes no {attr}",
@@ -118,15 +123,27 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
             field=f"lms.{role}.api_base",
             hint="leave cache unset (off for served models)",
         )
-    kwargs: dict[str, Any] = {}
-    if spec.api_base:
-        kwargs["api_base"] = spec.api_base
     key = _api_key(spec, role)
-    if key is not None:
-        kwargs["api_key"] = key
-    use_cache = (not spec.api_base) if cache is None else cache
-    return GuardedLM(spec.model, policy=call_policy(spec), temperature=temperature, max_tokens=max_tokens,
-                     cache=use_cache, **kwargs)
+    policy = call_policy(spec)
+    structured = StructuredOutput(spec.schema_form or default_form(spec.model),
+                                  chosen_by="setting" if spec.schema_form else "default")
+    kwargs: dict[str, Any] = {}
+    bases = spec.api_bases
+    if spec.cooldown is not None and len(bases) < 2:
+        raise ConfigError("cooldown applies only to a role spread over several servers", field=f"lms.{role}.cooldown",
+                          hint="list several api_base addresses, or remove cooldown")
+    if len(bases) > 1:
+        kwargs["engine"] = RoutedEngine(spec.model, bases, labels=[sanitize_api_base(b) or b for b in bases],
+                                        api_key=key, timeout=policy.total, structured=structured,
+                                        cooldown=spec.cooldown or DEFAULT_COOLDOWN)
+    else:
+        if bases:
+            kwargs["api_base"] = bases[0]
+        if key is not None:
+            kwargs["api_key"] = key
+    use_cache = (not bases) if cache is None else cache
+    return GuardedLM(spec.model, policy=policy, structured=structured, temperature=temperature,
+                     max_tokens=max_tokens, cache=use_cache, **kwargs)
 
 
 def call_policy(spec: LMSpec) -> CallPolicy:
@@ -155,20 +172,46 @@ def parse_lm_flag(value: str) -> LMSpec:
     return LMSpec(model=model, api_base=api_base)
 
 
+def parse_lm_flags(values: str | Sequence[str]) -> LMSpec:
+    """One or several ``MODEL@API_BASE`` flags for one role → LMSpec; several name the same model at several
+    servers (``--generator hosted_vllm/Qwen@http://a:8000/v1 --generator hosted_vllm/Qwen@http://b:8000/v1``)."""
+    flags = [values] if isinstance(values, str) else list(values)
+    if not flags:
+        raise ConfigError("no LM flag given", hint="use MODEL or MODEL@http://host:port/v1")
+    specs = [parse_lm_flag(v) for v in flags]
+    if len(specs) == 1:
+        return specs[0]
+    models = {s.model for s in specs}
+    if len(models) > 1:
+        raise ConfigError(f"repeated LM flags name different models ({', '.join(sorted(models))})",
+                          hint="repeat the flag only to name more servers of one model: MODEL@URL1 MODEL@URL2")
+    if any(s.api_base is None for s in specs):
+        raise ConfigError("a repeated LM flag needs a server address in each", hint="use MODEL@http://host:port/v1")
+    try:
+        return LMSpec(model=specs[0].model, api_base=[s.api_base for s in specs])
+    except ValueError as exc:
+        raise ConfigError(f"bad server addresses in repeated LM flags: {redact(str(exc))}",
+                          hint="list each server once, as http(s)://host:port/v1") from None
+
+
 def _provider(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else model
 
 
-def _override(spec: LMSpec, flag: str) -> LMSpec:
+def _override(spec: LMSpec, flag: str | Sequence[str]) -> LMSpec:
     """A CLI flag replaces model and address; sampling settings stay. The key variable stays only when the
     address stays (same api_base, or both at the same provider's default), so a key meant for one server is
-    never sent to another."""
-    new = parse_lm_flag(flag)
+    never sent to another. The schema form stays with the same provider (another route gets its own default);
+    the cooldown stays only while the role still has several servers."""
+    new = parse_lm_flags(flag)
     same_place = new.api_base == spec.api_base and (
         new.api_base is not None or _provider(new.model) == _provider(spec.model)
     )
     keep_key = spec.api_key_env if same_place else None
-    return spec.model_copy(update={"model": new.model, "api_base": new.api_base, "api_key_env": keep_key})
+    form = spec.schema_form if _provider(new.model) == _provider(spec.model) else None
+    cooldown = spec.cooldown if len(new.api_bases) > 1 else None
+    return spec.model_copy(update={"model": new.model, "api_base": new.api_base, "api_key_env": keep_key,
+                                   "schema_form": form, "cooldown": cooldown})
 
 
 @dataclass
@@ -181,7 +224,7 @@ class LMRoles:
     specs: dict[str, LMSpec] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: LMRolesSpec | None = None, overrides: dict[str, str] | None = None,
+    def from_spec(cls, spec: LMRolesSpec | None = None, overrides: dict[str, str | list[str]] | None = None,
                   timeout: float | None = None) -> LMRoles:
         """Build all roles; verifier and refiner default to the generator; ``overrides`` are CLI flags and
         ``timeout`` (a ``--timeout`` flag, total seconds per request) applies to every served role."""
@@ -218,8 +261,12 @@ class LMRoles:
 
 
 def prepare_lm(lm: dspy.LM) -> None:
-    """Load an in-process model now (a no-op for served models): a missing model package, or an engine that
-    crashes on this machine (checked in a subprocess), fails before any work starts or any store is opened."""
+    """Load an in-process model now: a missing model package, or an engine that crashes on this machine (checked
+    in a subprocess), fails before any work starts or any store is opened. A served role whose schema form goes
+    through LiteLLM imports it now, so the seconds that takes are not charged to the first request's time limit."""
+    structured = getattr(lm, "structured", None)
+    if isinstance(structured, StructuredOutput) and structured.form in LITELLM_FORMS:
+        import litellm  # noqa: F401
     engine = getattr(lm, "engine", None)
     if hasattr(engine, "load"):
         engine.load()
@@ -227,10 +274,11 @@ def prepare_lm(lm: dspy.LM) -> None:
 
 def describe_lm(lm: dspy.LM, *, role: str, spec: LMSpec | None = None) -> dict[str, Any]:
     """A secret-free description of one LM: model, address, sampling settings, embedded model checksum."""
+    bases = spec.api_bases if spec else []
     info: dict[str, Any] = {
         "role": role,
         "model": lm.model,
-        "api_base": sanitize_api_base(lm.kwargs.get("api_base") or (spec.api_base if spec else None)),
+        "api_base": sanitize_api_base(lm.kwargs.get("api_base") or (bases[0] if len(bases) == 1 else None)),
         "api_key_env": spec.api_key_env if spec else None,
         "temperature": lm.kwargs.get("temperature"),
         "max_tokens": lm.kwargs.get("max_tokens") or lm.kwargs.get("max_completion_tokens"),
@@ -238,7 +286,11 @@ def describe_lm(lm: dspy.LM, *, role: str, spec: LMSpec | None = None) -> dict[s
     }
     if isinstance(lm, GuardedLM):
         info["timeout"] = lm.guard.policy.describe()
+        if lm.structured is not None:
+            info["schema_form"] = lm.structured.describe()
     engine = lm.engine
+    if isinstance(engine, RoutedEngine):
+        info["api_base"] = engine.endpoints
     if isinstance(engine, LlamaCppEngine):
         entry = engine.registry_entry
         info["embedded"] = {

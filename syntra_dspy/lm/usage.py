@@ -54,6 +54,7 @@ class StageUsage:
     cached: int = 0
     failures: int = 0
     seconds: float = 0.0
+    cached_prompt_tokens: int = 0  # prompt tokens the server took from its prefix cache, when it says so
 
     def add(self, other: StageUsage) -> None:
         for name, value in asdict(other).items():
@@ -72,6 +73,7 @@ class _OpenCall:
     started: float
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     reported: bool = False
 
 
@@ -83,6 +85,13 @@ def current_stage() -> str | None:
 def _count(usage: dict[str, Any], key: str) -> int:
     value = usage.get(key)
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _cached_prompt(usage: dict[str, Any]) -> int:
+    """``usage.prompt_tokens_details.cached_tokens``: what an OpenAI-compatible server (vLLM with prefix caching,
+    SGLang, hosted APIs) reports it served from its prefix cache; 0 when it says nothing."""
+    details = usage.get("prompt_tokens_details")
+    return _count(details, "cached_tokens") if isinstance(details, dict) else 0
 
 
 class UsageMeter:
@@ -122,16 +131,19 @@ class UsageMeter:
 
     def _usage(self, call_id: str | None, usage: dict[str, Any]) -> None:
         prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+        cached = _cached_prompt(usage)
         with self._lock:
             open_call = self._open.get(call_id) if call_id else None
             if open_call is not None:
                 open_call.prompt_tokens += prompt
                 open_call.completion_tokens += completion
+                open_call.cached_prompt_tokens += cached
                 open_call.reported = True
                 return
             stats = self._stages.setdefault(self.current_stage() or UNSTAGED, StageUsage())
             stats.prompt_tokens += prompt
             stats.completion_tokens += completion
+            stats.cached_prompt_tokens += cached
 
     def _end(self, call_id: str, exception: BaseException | None) -> None:
         now = time.perf_counter()
@@ -144,6 +156,7 @@ class UsageMeter:
             stats.seconds += now - open_call.started
             stats.prompt_tokens += open_call.prompt_tokens
             stats.completion_tokens += open_call.completion_tokens
+            stats.cached_prompt_tokens += open_call.cached_prompt_tokens
             if exception is not None:
                 stats.failures += 1
             elif not open_call.reported:

@@ -273,6 +273,7 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
             "dropped": summary.dropped,
             "export_options": options.to_dict(),
             "usage": run.usage(),
+            "backend": run.backend(),
             "sessions": run.sessions(),
             "quality": data_quality(run, qrels=qrels),
         }
@@ -403,8 +404,24 @@ def format_stats(stats: dict[str, Any]) -> str:
     for stage, s in u.items():
         lat = f", {s['latency_s']:.3f} s/call" if s["latency_s"] is not None else ""
         lines.append(f"usage      {stage:<9} {s['calls']} calls, {s['prompt_tokens']}+{s['completion_tokens']} tokens"
-                     f", {s['failures']} failed calls{lat}")
+                     f", {s['failures']} failed calls{lat}"
+                     + (f", {pct(s['cached_prompt_share'])} of prompt tokens from the server's prefix cache"
+                        if s.get("cached_prompt_tokens") else ""))
+    lines.extend(_backend_lines(stats.get("backend") or {}))
     return "\n".join(lines)
+
+
+def _backend_lines(backend: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """How structured steps sent their schema, and each endpoint's books, per session."""
+    lines = []
+    for f in backend.get("schema_forms", []):
+        fell = f" → none since {f['fallback_at']} ({f['fallback_reason']})" if f["fallback_reason"] else ""
+        lines.append(f"schema     session {f['session_id']} {f['role']}: {f['form']} ({f['chosen_by']}){fell}")
+    for e in backend.get("endpoints", []):
+        state = "healthy" if e["healthy"] else f"failing ({e['last_error']})"
+        lines.append(f"endpoint   session {e['session_id']} {e['role']} {e['endpoint']}: {e['calls']} calls, "
+                     f"{e['failures']} failed, {e['prompt_tokens']}+{e['completion_tokens']} tokens, {state}")
+    return lines
 
 
 def _options_text(options: dict[str, Any]) -> str:

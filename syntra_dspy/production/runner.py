@@ -28,7 +28,8 @@ import dspy
 from syntra_dspy.corpus import Corpus
 from syntra_dspy.encoder import Encoder
 from syntra_dspy.errors import ConfigError, RunAbandoned, SyntraError, is_fatal_backend_error, stops_run
-from syntra_dspy.lm.guarded import cancel_calls
+from syntra_dspy.lm.endpoints import RoutedEngine
+from syntra_dspy.lm.guarded import GuardedLM, cancel_calls
 from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
 from syntra_dspy.production.pipeline import DocumentPipeline, LockedSearcher, describe_error
@@ -42,7 +43,7 @@ from syntra_dspy.production.setup import (
 )
 from syntra_dspy.production.store import RunStore, check_compatible
 from syntra_dspy.production.store_file import storage_error
-from syntra_dspy.production.units import DocumentResult
+from syntra_dspy.production.units import BackendState, DocumentResult
 from syntra_dspy.programs.judge import RelevanceJudge
 from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
 from syntra_dspy.selection import select_diverse
@@ -70,6 +71,7 @@ class ProduceSummary:
     records: int = 0  # queries the default export keeps (before removing duplicates across documents)
     failures_by_stage: dict[str, int] = field(default_factory=dict)
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    backend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # schema forms, endpoint books
 
     @property
     def calls(self) -> int:
@@ -78,9 +80,19 @@ class ProduceSummary:
     def to_dict(self) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in ("store", "artifact_version", "session_id", "status", "processed",
                                                "seconds", "documents", "queries", "records", "failures_by_stage",
-                                               "usage")}
+                                               "usage", "backend")}
         data["calls"] = self.calls
         return data
+
+
+def backend_state(lm: dspy.LM) -> BackendState | None:
+    """How the served generator was reached so far (None for the embedded or scripted LM): for the run store."""
+    if not isinstance(lm, GuardedLM):
+        return None
+    forms = {"generator": lm.structured.describe()} if lm.structured is not None else {}
+    engine = lm.engine
+    books = {"generator": engine.snapshot()} if isinstance(engine, RoutedEngine) else {}
+    return BackendState(schema_forms=forms, endpoints=books)
 
 
 def _identity(inputs: ProductionInputs) -> dict[str, Any]:
@@ -187,7 +199,7 @@ class _Progress:
 def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path | Corpus | None = None,
             corpus_format: str | None = None, docs: int | None = None,
             queries_per_doc: int = DEFAULT_QUERIES_PER_DOC, top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
-            concurrency: int = 4, generator: str | LMSpec | dspy.LM | None = None, api_key_env: str | None = None,
+            concurrency: int = 4, generator: str | list[str] | LMSpec | dspy.LM | None = None, api_key_env: str | None = None,
             encoder: str | Encoder | None = None, index_dir: str | Path | None = None, retry_failed: bool = False,
             retry_temperature: float = 0.7, progress: bool = True,
             max_consecutive_errors: int | None = None, artifact_key_env: str | None = None,
@@ -287,7 +299,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                             inflight.discard(future)  # an abandoned call: the document stays to do
                             continue
                         try:
-                            run.commit(result, session)  # a Ctrl-C here rolls back; the future stays to retry
+                            run.commit(result, session, backend_state(lm))  # a Ctrl-C rolls back; retried later
                         except sqlite3.OperationalError as exc:  # e.g. a full disk: rolled back, store intact
                             raise storage_error(exc, run.path) from None
                         inflight.discard(future)
@@ -328,6 +340,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
         bar.close()
         doc_pool.shutdown(wait=False, cancel_futures=True)
         chunk_pool.shutdown(wait=False, cancel_futures=True)
+    _record_backend(run, session, lm)
     run.end_session(session, status)
     if status == "interrupted":
         raise KeyboardInterrupt
@@ -358,6 +371,13 @@ def _resume_hint(run: RunStore, retry_failed: bool) -> str:
             "--retry-failed")
 
 
+def _record_backend(run: RunStore, session: int, lm: dspy.LM) -> None:
+    """The generator's schema form and endpoint books as they stand at the end of the session."""
+    state = backend_state(lm)
+    if state is not None:
+        run.record_backend(session, state)
+
+
 def _end_session_quietly(run: RunStore, session: int, status: str) -> None:
     """Mark the session's end on the way out of an error; a store that cannot be written (a full disk) must not
     hide the error that stopped the run."""
@@ -374,4 +394,4 @@ def _summary(run: RunStore, inputs: ProductionInputs, session: int, status: str,
         store=str(run.path), artifact_version=inputs.artifact.version, session_id=session, status=status,
         processed=processed, seconds=round(seconds, 3), documents=run.document_counts(), queries=queries,
         records=records, failures_by_stage=dict(Counter(f["stage"] for f in run.failures(current=True))),
-        usage=run.usage(session))
+        usage=run.usage(session), backend=run.backend(session))

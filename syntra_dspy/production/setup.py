@@ -22,7 +22,7 @@ from syntra_dspy.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
-from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flag, sanitize_api_base
+from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval import default_index_dir
 from syntra_dspy.task import LMSpec
@@ -148,27 +148,31 @@ def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
         return LMSpec(model=f"{EMBEDDED}:{name}", **sampling)
     if not info:
         return LMSpec(model=EMBEDDED, **sampling)
-    where = f" at {sanitize_api_base(info.get('api_base'))}" if info.get("api_base") else ""
+    bases = info.get("api_base")
+    bases = [bases] if isinstance(bases, str) else [b for b in bases if isinstance(b, str)] \
+        if isinstance(bases, list) else []
+    where = f" at {', '.join(str(sanitize_api_base(b)) for b in bases)}" if bases else ""
     raise ConfigError(f"the artifact was compiled with generator {str(model)[:80]!r}{where}; production takes a "
                       "served model, its address and its key only from the command line", field="generator",
                       hint="pass --generator MODEL@http://HOST:PORT/v1 (and --api-key-env VAR for a key), "
                            "or --generator embedded")
 
 
-def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.LM | None,
+def resolve_generator(manifest: dict[str, Any], generator: str | list[str] | LMSpec | dspy.LM | None,
                       api_key_env: str | None = None, *, timeout: float | None = None,
                       retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
     """The generator LM and its secret-free description: the artifact's (in-process) unless one is given.
 
-    A ``MODEL[@API_BASE]`` flag keeps the artifact's sampling settings; the key variable, the timeout (total
-    seconds per request) and the retries come from the command line only.
+    A ``MODEL[@API_BASE]`` flag (or several, one per server of the same model) keeps the artifact's sampling
+    settings; the key variable, the timeout (total seconds per request) and the retries come from the command
+    line only.
     """
     if isinstance(generator, dspy.LM):
         return generator, describe_lm(generator, role="generator")
     if isinstance(generator, LMSpec):
         spec = generator
-    elif isinstance(generator, str):
-        flag = parse_lm_flag(generator)
+    elif isinstance(generator, (str, list)):
+        flag = parse_lm_flags(generator)
         spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(manifest))
     else:
         spec = _artifact_generator(manifest)

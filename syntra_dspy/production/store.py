@@ -11,8 +11,11 @@ Tables: ``meta`` (JSON values: schema, artifact version and checksum, settings, 
 instruction, selection), ``sessions`` (one row per ``produce`` invocation), ``documents`` (the planned
 units, with status, failed stage and error), ``queries``, ``candidates`` (rank, retrieval score, 0-3
 label), ``texts`` (the content of every document referred to, so export needs only this file),
-``failures`` (every failure with stage, kind and error; ``superseded`` once a retry replaced it) and
-``usage`` (LM calls, tokens, latency and failures per session and stage).
+``failures`` (every failure with stage, kind and error; ``superseded`` once a retry replaced it),
+``usage`` (LM calls, tokens, prompt tokens served from the server's prefix cache, latency and failures per
+session and stage), ``schema_forms`` (per session and role: how structured steps sent their JSON schema, and
+whether the server refused it) and ``endpoint_usage`` (per session, role and server address of a role spread
+over several servers: answered calls, failures, tokens, health).
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from typing import Any, Self
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.production.store_file import StoreError, StoreLock, check_schema, probe, writable_path
-from syntra_dspy.production.units import DocumentResult
+from syntra_dspy.production.units import BackendState, DocumentResult
 
 SCHEMA_VERSION = 1
 KIND = "syntra-dspy/run-store"
-_USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "failures", "seconds")
+_USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "failures", "seconds", "cached_prompt_tokens")
+_ENDPOINT_FIELDS = ("calls", "failures", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "seconds",
+                    "healthy", "last_error")
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,13 +72,24 @@ CREATE INDEX documents_status ON documents (status, position);
 
 #: Tables added after the first release: created by any writer that opens a store, so older stores gain them and
 #: readers check that they exist. ``grades``: the graded judgment behind a label (p(0..3), E, the written digit,
-#: the calibrated score); ``query_ranks``: where the source document ranks for its query under BM25.
+#: the calibrated score); ``query_ranks``: where the source document ranks for its query under BM25;
+#: ``schema_forms`` and ``endpoint_usage``: how the served generator was reached (see the module docstring).
+#: ``usage.cached_prompt_tokens`` is a column added the same way (:data:`_ADDED_COLUMNS`).
 _ADDED = """
 CREATE TABLE IF NOT EXISTS grades (
     query_id TEXT NOT NULL, rank INTEGER NOT NULL, p0 REAL, p1 REAL, p2 REAL, p3 REAL, expected REAL,
     written INTEGER, mass REAL, judge_score REAL, PRIMARY KEY (query_id, rank));
 CREATE TABLE IF NOT EXISTS query_ranks (query_id TEXT PRIMARY KEY, bm25_source_rank INTEGER);
+CREATE TABLE IF NOT EXISTS schema_forms (
+    session_id INTEGER NOT NULL, role TEXT NOT NULL, form TEXT NOT NULL, chosen_by TEXT NOT NULL,
+    active TEXT NOT NULL, fallback_reason TEXT, fallback_at TEXT, PRIMARY KEY (session_id, role));
+CREATE TABLE IF NOT EXISTS endpoint_usage (
+    session_id INTEGER NOT NULL, role TEXT NOT NULL, endpoint TEXT NOT NULL, calls INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0, cached_prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0, healthy INTEGER, last_error TEXT, PRIMARY KEY (session_id, role, endpoint));
 """
+_ADDED_COLUMNS = (("usage", "cached_prompt_tokens", "INTEGER NOT NULL DEFAULT 0"),)
 
 
 def _now() -> str:
@@ -123,6 +139,9 @@ class RunStore:
                 for statement in _ADDED.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                for table, column, kind in _ADDED_COLUMNS:
+                    if not store.has_column(table, column):
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             return store
         except BaseException:
             lock.release()
@@ -217,10 +236,14 @@ class RunStore:
 
     # ── the unit of work ──
 
-    def commit(self, result: DocumentResult, session_id: int) -> None:
-        """Write one document's result in one transaction; refuses to overwrite a document already ``done``."""
+    def commit(self, result: DocumentResult, session_id: int, backend: BackendState | None = None) -> None:
+        """Write one document's result in one transaction; refuses to overwrite a document already ``done``.
+
+        ``backend`` (how the generator was reached so far this session) is written in the same transaction."""
         c = self._conn
         with self._transaction():
+            if backend is not None:
+                self._record_backend(session_id, backend)
             row = c.execute("SELECT status FROM documents WHERE doc_id=?", (result.doc_id,)).fetchone()
             if row is None:
                 raise StoreError(f"document {result.doc_id!r} is not planned in this store", path=self.path)
@@ -264,10 +287,31 @@ class RunStore:
                   None if f.detail is None else json.dumps(f.detail), _now()) for f in result.failures])
             self._add_usage(session_id, result.usage)
 
+    def record_backend(self, session_id: int, backend: BackendState) -> None:
+        """Record how each role's server was reached this session (its schema form, its endpoints' books)."""
+        with self._transaction():
+            self._record_backend(session_id, backend)
+
+    def _record_backend(self, session_id: int, backend: BackendState) -> None:
+        for role, form in backend.schema_forms.items():
+            fallback = form.get("fallback") or {}
+            self._conn.execute(
+                "INSERT OR REPLACE INTO schema_forms (session_id, role, form, chosen_by, active, fallback_reason, "
+                "fallback_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id, role, form["form"], form["chosen_by"], form["active"], fallback.get("reason"),
+                 fallback.get("at")))
+        cols = ", ".join(_ENDPOINT_FIELDS)
+        self._conn.executemany(
+            f"INSERT OR REPLACE INTO endpoint_usage (session_id, role, endpoint, {cols}) "
+            f"VALUES (?, ?, ?, {', '.join('?' * len(_ENDPOINT_FIELDS))})",
+            [(session_id, role, endpoint, *(stats.get(f) for f in _ENDPOINT_FIELDS))
+             for role, books in backend.endpoints.items() for endpoint, stats in books.items()])
+
     def _add_usage(self, session_id: int, usage: dict[str, dict[str, Any]]) -> None:
         sets = ", ".join(f"{f} = {f} + excluded.{f}" for f in _USAGE_FIELDS)
         self._conn.executemany(
-            f"INSERT INTO usage (session_id, stage, {', '.join(_USAGE_FIELDS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO usage (session_id, stage, {', '.join(_USAGE_FIELDS)}) "
+            f"VALUES (?, ?, {', '.join('?' * len(_USAGE_FIELDS))}) "
             f"ON CONFLICT(session_id, stage) DO UPDATE SET {sets}",
             [(session_id, stage, *(u.get(f, 0) for f in _USAGE_FIELDS)) for stage, u in usage.items()])
 
@@ -290,14 +334,29 @@ class RunStore:
         """Per-stage LM usage for one session, or summed over all sessions, with mean latency per call."""
         where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
         out: dict[str, dict[str, Any]] = {}
-        sums = ", ".join(f"sum({f})" for f in _USAGE_FIELDS)
+        # a store written before the column existed, opened read-only, has no cached prompt tokens to report
+        sums = ", ".join(f"sum({f})" if f != "cached_prompt_tokens" or self.has_column("usage", f) else "0"
+                         for f in _USAGE_FIELDS)
         for stage, *values in self._conn.execute(f"SELECT stage, {sums} FROM usage {where} GROUP BY stage ORDER BY stage",
                                                  params):
             u = dict(zip(_USAGE_FIELDS, values))
             u["seconds"] = round(u["seconds"], 3)
             u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
             u["latency_s"] = round(u["seconds"] / u["calls"], 4) if u["calls"] else None
+            u["cached_prompt_share"] = round(u["cached_prompt_tokens"] / u["prompt_tokens"], 4) \
+                if u["prompt_tokens"] else None
             out[stage] = u
+        return out
+
+    def backend(self, session_id: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        """``{"schema_forms": [...], "endpoints": [...]}`` rows per session and role (empty for older stores)."""
+        out: dict[str, list[dict[str, Any]]] = {"schema_forms": [], "endpoints": []}
+        where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
+        for key, table in (("schema_forms", "schema_forms"), ("endpoints", "endpoint_usage")):
+            if self.has_table(table):
+                cur = self._conn.execute(f"SELECT * FROM {table} {where} ORDER BY session_id, role", params)
+                cols = [c[0] for c in cur.description]
+                out[key] = [dict(zip(cols, r)) for r in cur]
         return out
 
     def failures(self, *, current: bool = True) -> list[dict[str, Any]]:
@@ -342,6 +401,9 @@ class RunStore:
 
     def has_table(self, name: str) -> bool:
         return self.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) > 0
+
+    def has_column(self, table: str, column: str) -> bool:
+        return any(row[1] == column for row in self._conn.execute(f"PRAGMA table_info({table})"))
 
     def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -113,3 +113,13 @@ class DocumentResult:
 def query_id(doc_id: str, position: int) -> str:
     """Stable query id: the same document and position always give the same id, across resumes."""
     return f"{doc_id}#q{position}"
+
+
+@dataclass(frozen=True)
+class BackendState:
+    """How each LM role's server was reached so far in a session, for the run store: its schema form
+    (``StructuredOutput.describe()``) and, for a role spread over several servers, each endpoint's books
+    (``RoutedEngine.snapshot()``)."""
+
+    schema_forms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    endpoints: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)

@@ -97,13 +97,14 @@ def test_retry_temperature_nan_is_refused(mini, minilm, tmp_path, capsys):
 PASSWORD, QUERY_KEY = "PW-s3cret-77", "QK-s3cret-88"
 
 
+@pytest.mark.parametrize("form", ["json_schema", None])  # DSPy's native route, and LiteLLM's (vLLM's schema field)
 def test_credentials_in_a_server_address_never_reach_logs_the_store_or_failures(mini, minilm, tmp_path, caplog,
-                                                                               capsys):
+                                                                               capsys, form):
     art, index = mini
     store = tmp_path / "run.db"
     with OpenAICompatibleServer(SyntraBrain()) as server:
         url = server.base_url.replace("http://", f"http://admin:{PASSWORD}@") + f"?api_key={QUERY_KEY}"
-        spec = LMSpec(model="hosted_vllm/fake", api_base=url, retries=1, timeout=5)
+        spec = LMSpec(model="hosted_vllm/fake", api_base=url, retries=1, timeout=5, schema_form=form)
         with caplog.at_level(logging.DEBUG), pytest.raises(ProductionAborted) as raised:
             produce(art, store, generator=spec, index_dir=index, encoder=minilm, progress=False, docs=1,
                     concurrency=1, **SMALL)
@@ -112,7 +113,8 @@ def test_credentials_in_a_server_address_never_reach_logs_the_store_or_failures(
     seen.append(capsys.readouterr().out)
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("run.db*"))
     failures = sqlite3.connect(store).execute("SELECT error FROM failures").fetchall()
-    assert failures and "***@" in failures[0][0]  # the address is still recognisable, without its password
+    if form == "json_schema":  # LiteLLM takes the 404 for an unknown model: the run stops with nothing recorded
+        assert failures and "***@" in failures[0][0]  # the address is still recognisable, without its password
     for secret in (PASSWORD, QUERY_KEY):
         assert secret.encode() not in stored
         assert not [text for text in seen if secret in text]
