@@ -13,10 +13,7 @@ run at the first one, with nothing recorded for the documents in flight, so a re
 from __future__ import annotations
 
 import logging
-import sqlite3
-import sys
 import threading
-import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -27,11 +24,12 @@ import dspy
 
 from syntra_dspy.corpus import Corpus
 from syntra_dspy.encoder import Encoder
-from syntra_dspy.errors import ConfigError, RunAbandoned, SyntraError, is_fatal_backend_error, stops_run
+from syntra_dspy.errors import ConfigError, RunAbandoned, is_fatal_backend_error, stops_run
 from syntra_dspy.lm.guarded import cancel_calls
 from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
-from syntra_dspy.production.pipeline import DocumentPipeline, LockedSearcher, describe_error
+from syntra_dspy.production.ledger import ProductionAborted, RunLedger
+from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.records import retrieval_instruction
 from syntra_dspy.production.setup import (
     DEFAULT_QUERIES_PER_DOC,
@@ -39,20 +37,15 @@ from syntra_dspy.production.setup import (
     ProductionInputs,
     load_inputs,
     resolve_generator,
+    run_identity,
 )
 from syntra_dspy.production.store import RunStore, check_compatible
-from syntra_dspy.production.store_file import storage_error
 from syntra_dspy.production.units import DocumentResult
 from syntra_dspy.programs.judge import RelevanceJudge
-from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
 from syntra_dspy.selection import select_diverse
 from syntra_dspy.task import LMSpec
 
 logger = logging.getLogger(__name__)
-
-
-class ProductionAborted(SyntraError):
-    """The backend kept failing; finished documents are kept and the same command resumes."""
 
 
 @dataclass
@@ -83,22 +76,11 @@ class ProduceSummary:
         return data
 
 
-def _identity(inputs: ProductionInputs) -> dict[str, Any]:
-    """What a resumed run must share with the first session, or its records would differ."""
-    art, s = inputs.artifact, inputs.settings
-    return {
-        "artifact_checksum": art.checksum,
-        "queries_per_doc": s.queries_per_doc, "top_k": s.top_k, "chunk_size": s.chunk_size,
-        "corpus_fingerprint": inputs.corpus.fingerprint, "encoder": inputs.encoder.id,
-        "index_fingerprint": inputs.index.fingerprint,
-    }
-
-
 def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[str, Any]) -> RunStore:
     store = RunStore.open(store_path)
     try:
         meta = store.meta()
-        wanted = _identity(inputs)
+        wanted = run_identity(inputs)
         if "identity" in meta:
             check_compatible(meta["identity"], wanted, path=store_path)
             if meta["artifact"]["version"] != inputs.artifact.version:
@@ -158,32 +140,6 @@ def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:
     logger.info("planned %d documents (%d new) by diverse selection", len(selected), added)
 
 
-class _Progress:
-    """A tqdm bar over documents with queries, records, failures, tokens/s (and tqdm's ETA)."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, unit="doc", desc="produce", disable=not enabled, file=sys.stderr,
-                        dynamic_ncols=True)
-        self.counts: Counter[str] = Counter()
-        self.started = time.perf_counter()
-
-    def update(self, result: DocumentResult) -> None:
-        c = self.counts
-        c["queries"] += len(result.queries)
-        c["records"] += result.records
-        c["failures"] += len(result.failures)
-        c["tokens"] += result.tokens
-        c["calls"] += result.calls
-        rate = c["tokens"] / max(time.perf_counter() - self.started, 1e-9)
-        self.bar.set_postfix(q=c["queries"], rec=c["records"], fail=c["failures"], tok_s=f"{rate:.0f}", refresh=False)
-        self.bar.update(1)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path | Corpus | None = None,
             corpus_format: str | None = None, docs: int | None = None,
             queries_per_doc: int = DEFAULT_QUERIES_PER_DOC, top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
@@ -216,8 +172,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
                                            timeout=timeout, retries=retries)
     prepare_lm(lm)
     judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
-    store_path = Path(store)
-    run = _open_run(store_path, inputs, generator_info)
+    run = _open_run(Path(store), inputs, generator_info)
     run.set_meta(judge=judge.describe())
     try:
         _plan(run, inputs, docs)
@@ -244,27 +199,19 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
              judge: RelevanceJudge, *,
              concurrency: int, progress: bool, max_errors: int, retry_temperature: float,
              retry_failed: bool = False) -> tuple[str, int, float]:
-    started = time.perf_counter()
-    bar = _Progress(len(todo), progress)
+    ledger = RunLedger(run, session, total=len(todo), max_errors=max_errors, progress=progress)
     slots = threading.BoundedSemaphore(concurrency)
-    searcher = LockedSearcher(IndexCandidates(inputs.corpus, inputs.encoder, inputs.index))
     # Twice as many documents as call slots: while some wait between sequential steps (extract → plan → write),
     # others keep every slot busy. The slots, not the pools, bound the calls in flight.
     doc_pool = ThreadPoolExecutor(max_workers=2 * concurrency, thread_name_prefix="syntra-doc")
     chunk_pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="syntra-chunk")
-    language = inputs.artifact.program.state.task_definition.document_language
-    pipeline = DocumentPipeline(inputs.artifact.program, inputs.corpus, searcher, inputs.settings, slots=slots,
-                                chunk_pool=chunk_pool, retry_temperature=retry_temperature, judge=judge,
-                                lexical=LexicalSourceRank(inputs.corpus, language=language))
+    pipeline = build_pipeline(inputs, judge, slots=slots, chunk_pool=chunk_pool, retry_temperature=retry_temperature)
     pending = iter(todo)
     inflight: set[Future] = set()
-    processed, consecutive, status = 0, 0, "completed"
-    stopping = False
-    last_error: str | None = None
+    status, stopping = "completed", False
     fatal: BaseException | None = None
     try:
-        # No DSPy trace or LM history: a run makes hundreds of thousands of calls, and the store keeps what matters.
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None, disable_history=True):
+        with production_context(lm):
             def fill() -> None:
                 while not stopping and len(inflight) < 3 * concurrency:
                     unit = next(pending, None)
@@ -286,23 +233,14 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                                 fatal = fatal or exc  # every further call would fail alike: stop, record nothing
                             inflight.discard(future)  # an abandoned call: the document stays to do
                             continue
-                        try:
-                            run.commit(result, session)  # a Ctrl-C here rolls back; the future stays to retry
-                        except sqlite3.OperationalError as exc:  # e.g. a full disk: rolled back, store intact
-                            raise storage_error(exc, run.path) from None
+                        ledger.commit(result)  # a Ctrl-C here rolls back; the future stays to retry
                         inflight.discard(future)
-                        processed += 1
-                        bar.update(result)
-                        if result.status == "failed" and result.error_kind != "output":
-                            consecutive, last_error = consecutive + 1, result.error
-                        elif result.status != "failed":
-                            consecutive = 0
                     if fatal is not None:
                         stopping, status = True, "aborted"
                         cancel_calls(lm)  # documents in flight stay pending; a rerun does them
                         inflight.clear()
                         break
-                    if consecutive >= min(max_errors, len(todo)) and not stopping:
+                    if ledger.backend_down and not stopping:
                         stopping, status = True, "aborted"
                         for future in inflight:
                             future.cancel()
@@ -319,52 +257,17 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them)",
                                    len(inflight))
     except KeyboardInterrupt:
-        _end_session_quietly(run, session, "interrupted")
+        ledger.end_quietly("interrupted")
         raise
     except BaseException:
-        _end_session_quietly(run, session, "error")
+        ledger.end_quietly("error")
         raise
     finally:
-        bar.close()
+        ledger.close()
         doc_pool.shutdown(wait=False, cancel_futures=True)
         chunk_pool.shutdown(wait=False, cancel_futures=True)
-    run.end_session(session, status)
-    if status == "interrupted":
-        raise KeyboardInterrupt
-    if fatal is not None:
-        status_code = getattr(fatal, "status", None)
-        cause = describe_error(fatal) + (f" (HTTP {status_code})" if status_code else "")
-        raise ProductionAborted(f"the LM backend refused the run: {cause}; stopped at once, since every further "
-                                "call would fail the same way", path=run.path,
-                                hint="fix the key (--api-key-env), the server address or the model name; "
-                                     + _resume_hint(run, retry_failed))
-    if status == "aborted":
-        raise ProductionAborted(
-            f"{consecutive} documents in a row failed on the LM backend or its configuration (last: {last_error}); "
-            "stopped",
-            path=run.path, hint="check the server; " + _resume_hint(run, retry_failed))
-    return status, processed, time.perf_counter() - started
-
-
-def _resume_hint(run: RunStore, retry_failed: bool) -> str:
-    """What rerunning the same command would really do (a hint that promises a resume must deliver one)."""
-    todo = len(run.todo(retry_failed=retry_failed))
-    if todo:
-        return f"finished documents are kept; rerun the same command to resume ({todo} documents to do)"
-    counts = run.document_counts()
-    redo = counts["failed"] + counts["partial"]
-    return (f"finished documents are kept; the same command would find nothing to do, since the {redo} failed "
-            "documents failed for a reason a plain rerun does not retry: fix the cause, then rerun with "
-            "--retry-failed")
-
-
-def _end_session_quietly(run: RunStore, session: int, status: str) -> None:
-    """Mark the session's end on the way out of an error; a store that cannot be written (a full disk) must not
-    hide the error that stopped the run."""
-    try:
-        run.end_session(session, status)
-    except sqlite3.Error as exc:
-        logger.warning("could not mark session %d %s in the run store: %s", session, status, exc)
+    ledger.conclude(status, fatal, retry_failed=retry_failed)
+    return status, ledger.processed, ledger.seconds
 
 
 def _summary(run: RunStore, inputs: ProductionInputs, session: int, status: str, processed: int,
