@@ -16,6 +16,7 @@ import logging
 import threading
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
 from syntra_dspy.production.ledger import ProductionAborted, RunLedger
 from syntra_dspy.production.pipeline import build_pipeline, production_context
+from syntra_dspy.production.ray_cluster import RayOptions, ray_connection
+from syntra_dspy.production.ray_executor import execute_on_ray
+from syntra_dspy.production.ray_worker import worker_plan
 from syntra_dspy.production.records import retrieval_instruction
 from syntra_dspy.production.setup import (
     DEFAULT_QUERIES_PER_DOC,
@@ -37,6 +41,7 @@ from syntra_dspy.production.setup import (
     ProductionInputs,
     load_inputs,
     resolve_generator,
+    resolve_generator_spec,
     run_identity,
 )
 from syntra_dspy.production.store import RunStore, check_compatible
@@ -147,7 +152,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             encoder: str | Encoder | None = None, index_dir: str | Path | None = None, retry_failed: bool = False,
             retry_temperature: float = 0.7, progress: bool = True,
             max_consecutive_errors: int | None = None, artifact_key_env: str | None = None,
-            timeout: float | None = None, retries: int | None = None) -> ProduceSummary:
+            timeout: float | None = None, retries: int | None = None, ray: RayOptions | None = None) -> ProduceSummary:
     """Run (or resume) production from a compiled artifact into the SQLite run store ``store``.
 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
@@ -157,7 +162,9 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     the diverse selection keeps. Raises ``ProductionAborted`` when ``max_consecutive_errors`` documents in a
     row fail on the backend (default ``max(10, 2 * concurrency)``); what finished is kept. With
     ``artifact_key_env``, only an artifact signed with the team key in that variable is accepted. ``timeout``
-    (total seconds per request) and ``retries`` bound every call to a served generator.
+    (total seconds per request) and ``retries`` bound every call to a served generator. With ``ray``, the
+    documents run on Ray workers (``concurrency`` calls in flight across them) and this process alone writes
+    the store; the records are the same.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", field="concurrency")
@@ -165,34 +172,54 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             or not 0 <= retry_temperature <= 2:  # also refuses nan and inf
         raise ConfigError(f"retry_temperature must be a number from 0 to 2, got {retry_temperature!r}",
                           field="retry_temperature")
-    inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
-                         index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k, chunk_size=chunk_size,
-                         artifact_key_env=artifact_key_env)
-    lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env,
-                                           timeout=timeout, retries=retries)
-    prepare_lm(lm)
-    judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
-    run = _open_run(Path(store), inputs, generator_info)
-    run.set_meta(judge=judge.describe())
-    try:
-        _plan(run, inputs, docs)
-        todo = run.todo(retry_failed=retry_failed)
-        session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
-            "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature, "todo": len(todo),
-            "resampled": sum(1 for _, r in todo if r)})
-        logger.info("session %d: %d documents to process (%s), concurrency %d", session, len(todo),
-                    run.document_counts(), concurrency)
+    if ray is not None and isinstance(generator, dspy.LM):
+        raise ConfigError("with Ray, the generator must be named, not given as an LM object: each worker builds "
+                          "its own", field="generator", hint="pass generator='MODEL[@API_BASE]' or an LMSpec")
+    with ExitStack() as cluster:
+        ray_module = cluster.enter_context(ray_connection(ray)) if ray is not None else None
+        inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
+                             index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k,
+                             chunk_size=chunk_size, artifact_key_env=artifact_key_env)
+        lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env,
+                                               timeout=timeout, retries=retries)
+        plan = None
+        if ray_module is None:
+            prepare_lm(lm)
+        else:  # each worker builds and loads its own LM from the same settings
+            spec = resolve_generator_spec(inputs.artifact.manifest, generator, api_key_env, timeout=timeout,
+                                          retries=retries)
+            plan = worker_plan(inputs, spec, corpus=corpus, corpus_format=corpus_format,
+                               artifact_key_env=artifact_key_env, retry_temperature=retry_temperature)
+        judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
+        run = _open_run(Path(store), inputs, generator_info)
+        run.set_meta(judge=judge.describe())
         try:
-            status, processed, seconds = _execute(run, session, inputs, lm, todo, judge, concurrency=concurrency,
-                                                  progress=progress, retry_temperature=retry_temperature,
-                                                  max_errors=max_consecutive_errors or max(10, 2 * concurrency),
-                                                  retry_failed=retry_failed)
+            _plan(run, inputs, docs)
+            todo = run.todo(retry_failed=retry_failed)
+            session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
+                "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature,
+                "todo": len(todo), "resampled": sum(1 for _, r in todo if r),
+                **({"ray": {"address": ray.address, "workers": ray.workers}} if ray is not None else {})})
+            logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),
+                        run.document_counts(), concurrency, " on Ray" if ray is not None else "")
+            max_errors = max_consecutive_errors or max(10, 2 * concurrency)
+            try:
+                if ray_module is None:
+                    status, processed, seconds = _execute(run, session, inputs, lm, todo, judge,
+                                                          concurrency=concurrency, progress=progress,
+                                                          retry_temperature=retry_temperature,
+                                                          max_errors=max_errors, retry_failed=retry_failed)
+                else:
+                    status, processed, seconds = execute_on_ray(ray_module, run, session, plan, todo, judge,
+                                                                options=ray, concurrency=concurrency,
+                                                                progress=progress, max_errors=max_errors,
+                                                                retry_failed=retry_failed)
+            finally:
+                if judge.fallback:  # the backend gave no label probabilities: say so where the records come from
+                    run.set_meta(judge=judge.describe())
+            return _summary(run, inputs, session, status, processed, seconds)
         finally:
-            if judge.fallback:  # the backend gave no label probabilities: say so where the records come from
-                run.set_meta(judge=judge.describe())
-        return _summary(run, inputs, session, status, processed, seconds)
-    finally:
-        run.close()
+            run.close()
 
 
 def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[tuple[str, int]],
