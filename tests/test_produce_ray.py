@@ -8,6 +8,7 @@ where Ray is not installed, except the check that ``--ray`` then says how to ins
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from syntra_dspy.production.ray_cluster import worker_shares
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 from conftest import REPO
-from test_produce_resume import _done
+from test_produce_resume import _done, kill_9_once_done
 from test_produce_support import mini_artifact, read_jsonl, rows
 
 DOCS, LATENCY = 10, 0.1
@@ -110,7 +111,8 @@ def test_ray_needs_a_named_generator_and_a_slot_per_worker(mini, minilm, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_ray_run_exports_what_a_single_process_exports(cluster, mini, minilm, reference, tmp_path):
+def test_ray_run_exports_what_a_single_process_exports(cluster, mini, minilm, reference, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="syntra_dspy.production")
     art, index = mini
     with OpenAICompatibleServer(SyntraBrain(), latency=0.02) as server:
         summary = produce(art, tmp_path / "run.db", generator=f"hosted_vllm/fake@{server.base_url}", concurrency=4,
@@ -120,6 +122,9 @@ def test_ray_run_exports_what_a_single_process_exports(cluster, mini, minilm, re
     assert summary.calls == requests and 2 <= peak <= 4  # both workers call at once, never beyond --concurrency
     options = rows(tmp_path / "run.db", "SELECT options FROM sessions")[0][0]
     assert '"ray": {"address": null, "workers": 2}' in options
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress:")]
+    assert progress and f"{DOCS}/{DOCS} documents" in progress[-1]  # the pace is on the driver's log
+    assert all(word in progress[-1] for word in ("documents (", "tokens/s", "failures"))
     _settled(tmp_path / "run.db", reference, tmp_path)
 
 
@@ -173,12 +178,7 @@ def test_a_killed_driver_resumes_with_nothing_lost_or_doubled(cluster, mini, ref
                    "--ray", address, "--ray-workers", "2"]
         proc = subprocess.Popen(command, cwd=tmp_path, env=os.environ.copy(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 240
-        while _done(store) < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        output = proc.communicate()[0].decode(errors="replace")
-        assert proc.returncode == -signal.SIGKILL, output[-3000:]
+        kill_9_once_done(proc, store, done=3, within=240)
         time.sleep(3)  # Ray stops the dead driver's workers; let their last calls reach the server
         kept = dict(rows(store, "SELECT doc_id, session_id FROM documents WHERE status != 'pending'"))
         assert 3 <= len(kept) < DOCS, "the kill must land mid-run"

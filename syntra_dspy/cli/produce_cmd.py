@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="spread the documents over a Ray cluster (needs the extra: pip install 'syntra-dspy[ray]'): "
                         "ADDRESS is HOST:PORT of `ray start --head`, or 'auto'; without it Ray uses $RAY_ADDRESS, a "
                         "cluster on this machine, or starts one. This process alone writes the store; "
-                        "--concurrency counts the calls in flight across all workers")
+                        "--concurrency counts the calls in flight across all workers. Give --ray after ARTIFACT, or "
+                        "with an address, so it does not take ARTIFACT for one")
     p.add_argument("--ray-workers", type=positive_int, default=None, metavar="N",
                    help="Ray document workers (default: one per CPU of the cluster, at most --concurrency)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")

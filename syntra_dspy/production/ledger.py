@@ -13,6 +13,7 @@ import sqlite3
 import sys
 import time
 from collections import Counter
+from typing import Self
 
 from syntra_dspy.errors import SyntraError
 from syntra_dspy.production.pipeline import describe_error
@@ -62,6 +63,11 @@ class Progress:
             self._logged = now
             logger.info("%s", self.line())
 
+    def restart(self) -> None:
+        """Rates from now (nothing counted yet)."""
+        self.started = self._logged = time.perf_counter()
+        self.bar.reset(total=self.total)
+
     def line(self) -> str:
         """One line on the pace so far (for the log)."""
         c, seconds = self.counts, max(time.perf_counter() - self.started, 1e-9)
@@ -98,6 +104,11 @@ class RunLedger:
         elif result.status != "failed":
             self.consecutive = 0
 
+    def start_clock(self) -> None:
+        """Count rates from now: a Ray run first waits for its workers to load, which is not document time."""
+        self.started = time.perf_counter()
+        self.progress.restart()
+
     @property
     def backend_down(self) -> bool:
         """Enough documents in a row failed on the backend that the rest would too."""
@@ -109,6 +120,17 @@ class RunLedger:
 
     def close(self) -> None:
         self.progress.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        """Leaving on an error marks the session ended by it (``interrupted`` for Ctrl-C); the bar is closed."""
+        try:
+            if exc_type is not None:
+                self.end_quietly("interrupted" if issubclass(exc_type, KeyboardInterrupt) else "error")
+        finally:
+            self.close()
 
     def end_quietly(self, status: str) -> None:
         """Mark the session's end on the way out of an error; a store that cannot be written (a full disk) must

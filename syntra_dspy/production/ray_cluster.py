@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from syntra_dspy.errors import ConfigError, DependencyError
+from syntra_dspy.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,11 @@ class RayOptions:
         if self.address is not None and not isinstance(self.address, str):
             raise ConfigError(f"the Ray address must be a string such as 10.0.0.5:6379, got {self.address!r}",
                               field="ray")
+
+
+    def describe(self) -> dict[str, Any]:
+        """For the run store's session row (an address with credentials in it is masked)."""
+        return {"address": redact(self.address) if self.address else None, "workers": self.workers}
 
 
 def import_ray() -> ModuleType:

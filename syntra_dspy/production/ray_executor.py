@@ -109,20 +109,16 @@ def execute_on_ray(ray: ModuleType, run: RunStore, session: int, plan: WorkerPla
     ledger = RunLedger(run, session, total=len(todo), max_errors=max_errors, progress=progress)
     pool: WorkerPool | None = None
     try:
-        pool = WorkerPool(ray, plan, options, concurrency)
-        where = pool.wait_ready()
-        logger.info("Ray workers ready on %s", ", ".join(sorted({w["host"] for w in where})))
-        status, fatal = _drive(ray, pool, ledger, iter(todo))
-        if (reason := pool.judge_fallback()) and not judge.fallback:
-            judge.fallback = reason
-    except KeyboardInterrupt:
-        ledger.end_quietly("interrupted")
-        raise
-    except BaseException:
-        ledger.end_quietly("error")
-        raise
+        with ledger:
+            pool = WorkerPool(ray, plan, options, concurrency)
+            where = pool.wait_ready()
+            logger.info("Ray workers ready on %s after %.1f s", ", ".join(sorted({w["host"] for w in where})),
+                        ledger.seconds)
+            ledger.start_clock()
+            status, fatal = _drive(ray, pool, ledger, iter(todo))
+            if (reason := pool.judge_fallback()) and not judge.fallback:
+                judge.fallback = reason
     finally:
-        ledger.close()
         if pool is not None:
             pool.stop()
     if not pool.alive:

@@ -7,7 +7,9 @@ every prompt, so server-side prefix caching reuses it. Results are committed by 
 transaction per document, in completion order; the export orders them, so concurrency never changes the
 output. Ctrl-C stops taking new documents and commits those in flight; a second Ctrl-C abandons them (their
 calls are cancelled) and stops at once; a kill loses only those. Authentication and protocol errors stop the
-run at the first one, with nothing recorded for the documents in flight, so a rerun does them.
+run at the first one, with nothing recorded for the documents in flight, so a rerun does them. With ``ray``,
+the documents run on Ray workers instead (:mod:`~syntra_dspy.production.ray_executor`) under the same contract:
+this process alone writes the store.
 """
 
 from __future__ import annotations
@@ -199,7 +201,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
                 "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature,
                 "todo": len(todo), "resampled": sum(1 for _, r in todo if r),
-                **({"ray": {"address": ray.address, "workers": ray.workers}} if ray is not None else {})})
+                **({"ray": ray.describe()} if ray is not None else {})})
             logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),
                         run.document_counts(), concurrency, " on Ray" if ray is not None else "")
             max_errors = max_consecutive_errors or max(10, 2 * concurrency)
@@ -238,7 +240,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
     status, stopping = "completed", False
     fatal: BaseException | None = None
     try:
-        with production_context(lm):
+        with ledger, production_context(lm):
             def fill() -> None:
                 while not stopping and len(inflight) < 3 * concurrency:
                     unit = next(pending, None)
@@ -283,14 +285,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     inflight = {f for f in inflight if not f.cancelled()}
                     logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them)",
                                    len(inflight))
-    except KeyboardInterrupt:
-        ledger.end_quietly("interrupted")
-        raise
-    except BaseException:
-        ledger.end_quietly("error")
-        raise
     finally:
-        ledger.close()
         doc_pool.shutdown(wait=False, cancel_futures=True)
         chunk_pool.shutdown(wait=False, cancel_futures=True)
     ledger.conclude(status, fatal, retry_failed=retry_failed)
