@@ -46,6 +46,7 @@ def cluster():
     ray = pytest.importorskip("ray")
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), saved) if p)
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")  # a busy test machine starts Ray slowly
     try:
         context = ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=True,
                            _node_ip_address="127.0.0.1")

@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: Times Ray restarts a killed worker (and reruns its documents) before they are left for a rerun.
 MAX_RESTARTS = 3
+#: Seconds the workers may take to be placed and to load the artifact, corpus, encoder and index.
+READY_TIMEOUT = 600.0
 #: Calls that must answer while every document thread is busy (where a worker runs, its judge's state).
 _CONTROL = "control"
 
@@ -54,7 +56,13 @@ class WorkerPool:
     def wait_ready(self) -> list[dict[str, Any]]:
         """Block until every worker has loaded the pipeline; a worker that cannot raises its own error here."""
         try:
-            return self.ray.get([self._control(a).remote() for a in self.actors])
+            return self.ray.get([self._control(a).remote() for a in self.actors], timeout=READY_TIMEOUT)
+        except self.ray.exceptions.GetTimeoutError:
+            free = self.ray.available_resources().get("CPU", 0)
+            raise ProductionAborted(f"{len(self.actors)} Ray workers were not all ready after {READY_TIMEOUT:.0f} s "
+                                    f"({free:g} CPUs free in the cluster)",
+                                    hint="ask for fewer --ray-workers, or free the cluster; nothing was done, "
+                                         "rerun the same command") from None
         except self.ray.exceptions.RayError as exc:
             raise _worker_failure(exc) from None
 
