@@ -33,6 +33,16 @@ def _done(db) -> int:
         return 0  # not created yet
 
 
+def kill_9_once_done(proc: subprocess.Popen, db, *, done: int, within: float) -> None:
+    """SIGKILL ``proc`` as soon as ``done`` documents of ``db`` are settled (or after ``within`` seconds)."""
+    deadline = time.monotonic() + within
+    while _done(db) < done and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    output = proc.communicate()[0].decode(errors="replace")
+    assert proc.returncode == -signal.SIGKILL, output[-3000:]
+
+
 def _command(artifact, index, store, url):
     return [sys.executable, "-c", _CLI, "produce", str(artifact), "--store", str(store), "--docs", str(DOCS),
             "--queries-per-doc", "2", "--top-k", "8", "--chunk-size", "4", "--concurrency", "2",
@@ -55,12 +65,7 @@ def test_kill_9_mid_run_then_resume_matches_an_uninterrupted_run(tmp_path_factor
         store = tmp_path / "run.db"
         command = _command(artifact, index, store, server.base_url)
         proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 150
-        while _done(store) < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        output = proc.communicate()[0].decode(errors="replace")
-        assert proc.returncode == -signal.SIGKILL, output[-3000:]
+        kill_9_once_done(proc, store, done=3, within=150)
         time.sleep(2 * LATENCY + 0.3)  # let the server answer the killed run's last requests
         kept = dict(rows(store, "SELECT doc_id, session_id FROM documents WHERE status != 'pending'"))
         assert 3 <= len(kept) < DOCS, "the kill must land mid-run"

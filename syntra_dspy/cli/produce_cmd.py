@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from syntra_dspy.corpus import FORMATS
+from syntra_dspy.errors import ConfigError
 from syntra_dspy.cli._args import positive_int, positive_int_or_all, positive_seconds, temperature
 
 
@@ -50,21 +51,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="retries of a failed request to a served generator, with capped, logged waits (default 3)")
     p.add_argument("--retry-temperature", type=temperature, default=0.7, metavar="T",
                    help="sampling temperature for --retry-failed documents, so the retry gets fresh answers (default 0.7)")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="spread the documents over a Ray cluster (needs the extra: pip install 'syntra-dspy[ray]'): "
+                        "ADDRESS is HOST:PORT of `ray start --head`, or 'auto'; without it Ray uses $RAY_ADDRESS, a "
+                        "cluster on this machine, or starts one. This process alone writes the store; "
+                        "--concurrency counts the calls in flight across all workers. Give --ray after ARTIFACT, or "
+                        "with an address, so it does not take ARTIFACT for one")
+    p.add_argument("--ray-workers", type=positive_int, default=None, metavar="N",
+                   help="Ray document workers (default: one per CPU of the cluster, at most --concurrency)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntra_dspy.production import produce
+    from syntra_dspy.production import RayOptions, produce
 
+    if args.ray_workers is not None and args.ray is None:
+        raise ConfigError("--ray-workers needs --ray", field="ray_workers", hint="add --ray [ADDRESS]")
+    ray = RayOptions(address=args.ray or None, workers=args.ray_workers) if args.ray is not None else None
     summary = produce(args.artifact, args.store, corpus=args.corpus, corpus_format=args.corpus_format,
                       docs=args.docs, queries_per_doc=args.queries_per_doc, top_k=args.top_k,
                       chunk_size=args.chunk_size, concurrency=args.concurrency, generator=args.generator,
                       api_key_env=args.api_key_env, encoder=args.encoder, index_dir=args.index_dir,
                       retry_failed=args.retry_failed, retry_temperature=args.retry_temperature,
                       progress=not args.no_progress, artifact_key_env=args.artifact_key_env,
-                      timeout=args.timeout, retries=args.retries)
+                      timeout=args.timeout, retries=args.retries, ray=ray)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
         return 0

@@ -9,8 +9,10 @@ nothing lost or done twice. ``export_records`` turns the store into JSONL or a H
 from __future__ import annotations
 
 from syntra_dspy.production.export import ExportSummary, compute_stats, export_records, format_stats, list_failures
+from syntra_dspy.production.ledger import ProductionAborted
+from syntra_dspy.production.ray_cluster import RayOptions
 from syntra_dspy.production.records import ExportOptions, retrieval_instruction
-from syntra_dspy.production.runner import ProduceSummary, ProductionAborted, produce
+from syntra_dspy.production.runner import ProduceSummary, produce
 from syntra_dspy.production.store import RunStore, StoreError
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "ExportSummary",
     "ProduceSummary",
     "ProductionAborted",
+    "RayOptions",
     "RunStore",
     "StoreError",
     "compute_stats",

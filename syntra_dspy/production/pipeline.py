@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import dspy
 
@@ -36,8 +36,12 @@ from syntra_dspy.programs.judge import Candidate as JudgeCandidate
 from syntra_dspy.programs.judge import Judgment, RelevanceJudge
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.redact import redact
+from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
 from syntra_dspy.signatures.types import Blueprint
 from syntra_dspy.validation import fallback_blueprints
+
+if TYPE_CHECKING:
+    from syntra_dspy.production.setup import ProductionInputs
 
 logger = logging.getLogger(__name__)
 
@@ -220,3 +224,20 @@ class DocumentPipeline:
     def _label(self, query: str, chunk: Sequence[JudgeCandidate]) -> list[Judgment]:
         with self.slots:
             return self.judge.judge(query, chunk)
+
+
+def production_context(lm: dspy.LM) -> AbstractContextManager:
+    """The DSPy settings every document runs under. No trace or LM history: a run makes hundreds of thousands of
+    calls, and the store keeps what matters."""
+    return dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None, disable_history=True)
+
+
+def build_pipeline(inputs: ProductionInputs, judge: RelevanceJudge, *, slots: AbstractContextManager,
+                   chunk_pool: Executor, retry_temperature: float) -> DocumentPipeline:
+    """The pipeline of one process (the driver's thread pool, or one Ray worker), over its own copy of the
+    index, encoder and BM25 ranker."""
+    searcher = LockedSearcher(IndexCandidates(inputs.corpus, inputs.encoder, inputs.index))
+    language = inputs.artifact.program.state.task_definition.document_language
+    return DocumentPipeline(inputs.artifact.program, inputs.corpus, searcher, inputs.settings, slots=slots,
+                            chunk_pool=chunk_pool, retry_temperature=retry_temperature, judge=judge,
+                            lexical=LexicalSourceRank(inputs.corpus, language=language))

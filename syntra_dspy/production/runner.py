@@ -7,18 +7,18 @@ every prompt, so server-side prefix caching reuses it. Results are committed by 
 transaction per document, in completion order; the export orders them, so concurrency never changes the
 output. Ctrl-C stops taking new documents and commits those in flight; a second Ctrl-C abandons them (their
 calls are cancelled) and stops at once; a kill loses only those. Authentication and protocol errors stop the
-run at the first one, with nothing recorded for the documents in flight, so a rerun does them.
+run at the first one, with nothing recorded for the documents in flight, so a rerun does them. With ``ray``,
+the documents run on Ray workers instead (:mod:`~syntra_dspy.production.ray_executor`) under the same contract:
+this process alone writes the store.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
-import sys
 import threading
-import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,16 @@ import dspy
 
 from syntra_dspy.corpus import Corpus
 from syntra_dspy.encoder import Encoder
-from syntra_dspy.errors import ConfigError, RunAbandoned, SyntraError, is_fatal_backend_error, stops_run
+from syntra_dspy.errors import ConfigError, RunAbandoned, is_fatal_backend_error, stops_run
 from syntra_dspy.lm.endpoints import RoutedEngine
 from syntra_dspy.lm.guarded import GuardedLM, cancel_calls
 from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
-from syntra_dspy.production.pipeline import DocumentPipeline, LockedSearcher, describe_error
+from syntra_dspy.production.ledger import ProductionAborted, RunLedger
+from syntra_dspy.production.pipeline import build_pipeline, production_context
+from syntra_dspy.production.ray_cluster import RayOptions, ray_connection
+from syntra_dspy.production.ray_executor import execute_on_ray
+from syntra_dspy.production.ray_worker import worker_plan
 from syntra_dspy.production.records import retrieval_instruction
 from syntra_dspy.production.setup import (
     DEFAULT_QUERIES_PER_DOC,
@@ -40,20 +44,16 @@ from syntra_dspy.production.setup import (
     ProductionInputs,
     load_inputs,
     resolve_generator,
+    resolve_generator_spec,
+    run_identity,
 )
 from syntra_dspy.production.store import RunStore, check_compatible
-from syntra_dspy.production.store_file import storage_error
 from syntra_dspy.production.units import BackendState, DocumentResult
 from syntra_dspy.programs.judge import RelevanceJudge
-from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
 from syntra_dspy.selection import select_diverse
 from syntra_dspy.task import LMSpec
 
 logger = logging.getLogger(__name__)
-
-
-class ProductionAborted(SyntraError):
-    """The backend kept failing; finished documents are kept and the same command resumes."""
 
 
 @dataclass
@@ -95,22 +95,11 @@ def backend_state(lm: dspy.LM) -> BackendState | None:
     return BackendState(schema_forms=forms, endpoints=books)
 
 
-def _identity(inputs: ProductionInputs) -> dict[str, Any]:
-    """What a resumed run must share with the first session, or its records would differ."""
-    art, s = inputs.artifact, inputs.settings
-    return {
-        "artifact_checksum": art.checksum,
-        "queries_per_doc": s.queries_per_doc, "top_k": s.top_k, "chunk_size": s.chunk_size,
-        "corpus_fingerprint": inputs.corpus.fingerprint, "encoder": inputs.encoder.id,
-        "index_fingerprint": inputs.index.fingerprint,
-    }
-
-
 def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[str, Any]) -> RunStore:
     store = RunStore.open(store_path)
     try:
         meta = store.meta()
-        wanted = _identity(inputs)
+        wanted = run_identity(inputs)
         if "identity" in meta:
             check_compatible(meta["identity"], wanted, path=store_path)
             if meta["artifact"]["version"] != inputs.artifact.version:
@@ -170,32 +159,6 @@ def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:
     logger.info("planned %d documents (%d new) by diverse selection", len(selected), added)
 
 
-class _Progress:
-    """A tqdm bar over documents with queries, records, failures, tokens/s (and tqdm's ETA)."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, unit="doc", desc="produce", disable=not enabled, file=sys.stderr,
-                        dynamic_ncols=True)
-        self.counts: Counter[str] = Counter()
-        self.started = time.perf_counter()
-
-    def update(self, result: DocumentResult) -> None:
-        c = self.counts
-        c["queries"] += len(result.queries)
-        c["records"] += result.records
-        c["failures"] += len(result.failures)
-        c["tokens"] += result.tokens
-        c["calls"] += result.calls
-        rate = c["tokens"] / max(time.perf_counter() - self.started, 1e-9)
-        self.bar.set_postfix(q=c["queries"], rec=c["records"], fail=c["failures"], tok_s=f"{rate:.0f}", refresh=False)
-        self.bar.update(1)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path | Corpus | None = None,
             corpus_format: str | None = None, docs: int | None = None,
             queries_per_doc: int = DEFAULT_QUERIES_PER_DOC, top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
@@ -203,7 +166,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             encoder: str | Encoder | None = None, index_dir: str | Path | None = None, retry_failed: bool = False,
             retry_temperature: float = 0.7, progress: bool = True,
             max_consecutive_errors: int | None = None, artifact_key_env: str | None = None,
-            timeout: float | None = None, retries: int | None = None) -> ProduceSummary:
+            timeout: float | None = None, retries: int | None = None, ray: RayOptions | None = None) -> ProduceSummary:
     """Run (or resume) production from a compiled artifact into the SQLite run store ``store``.
 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
@@ -213,7 +176,9 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     the diverse selection keeps. Raises ``ProductionAborted`` when ``max_consecutive_errors`` documents in a
     row fail on the backend (default ``max(10, 2 * concurrency)``); what finished is kept. With
     ``artifact_key_env``, only an artifact signed with the team key in that variable is accepted. ``timeout``
-    (total seconds per request) and ``retries`` bound every call to a served generator.
+    (total seconds per request) and ``retries`` bound every call to a served generator. With ``ray``, the
+    documents run on Ray workers (``concurrency`` calls in flight across them) and this process alone writes
+    the store; the records are the same.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", field="concurrency")
@@ -221,62 +186,74 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             or not 0 <= retry_temperature <= 2:  # also refuses nan and inf
         raise ConfigError(f"retry_temperature must be a number from 0 to 2, got {retry_temperature!r}",
                           field="retry_temperature")
-    inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
-                         index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k, chunk_size=chunk_size,
-                         artifact_key_env=artifact_key_env)
-    lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env,
-                                           timeout=timeout, retries=retries)
-    prepare_lm(lm)
-    judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
-    store_path = Path(store)
-    run = _open_run(store_path, inputs, generator_info)
-    run.set_meta(judge=judge.describe())
-    try:
-        _plan(run, inputs, docs)
-        todo = run.todo(retry_failed=retry_failed)
-        session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
-            "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature, "todo": len(todo),
-            "resampled": sum(1 for _, r in todo if r)})
-        logger.info("session %d: %d documents to process (%s), concurrency %d", session, len(todo),
-                    run.document_counts(), concurrency)
+    if ray is not None and isinstance(generator, dspy.LM):
+        raise ConfigError("with Ray, the generator must be named, not given as an LM object: each worker builds "
+                          "its own", field="generator", hint="pass generator='MODEL[@API_BASE]' or an LMSpec")
+    with ExitStack() as cluster:
+        ray_module = cluster.enter_context(ray_connection(ray)) if ray is not None else None
+        inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
+                             index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k,
+                             chunk_size=chunk_size, artifact_key_env=artifact_key_env)
+        lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env,
+                                               timeout=timeout, retries=retries)
+        plan = None
+        if ray_module is None:
+            prepare_lm(lm)
+        else:  # each worker builds and loads its own LM from the same settings
+            spec = resolve_generator_spec(inputs.artifact.manifest, generator, api_key_env, timeout=timeout,
+                                          retries=retries)
+            plan = worker_plan(inputs, spec, corpus=corpus, corpus_format=corpus_format,
+                               artifact_key_env=artifact_key_env, retry_temperature=retry_temperature)
+        judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
+        run = _open_run(Path(store), inputs, generator_info)
+        run.set_meta(judge=judge.describe())
         try:
-            status, processed, seconds = _execute(run, session, inputs, lm, todo, judge, concurrency=concurrency,
-                                                  progress=progress, retry_temperature=retry_temperature,
-                                                  max_errors=max_consecutive_errors or max(10, 2 * concurrency),
-                                                  retry_failed=retry_failed)
+            _plan(run, inputs, docs)
+            todo = run.todo(retry_failed=retry_failed)
+            session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
+                "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature,
+                "todo": len(todo), "resampled": sum(1 for _, r in todo if r),
+                **({"ray": ray.describe()} if ray is not None else {})})
+            logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),
+                        run.document_counts(), concurrency, " on Ray" if ray is not None else "")
+            max_errors = max_consecutive_errors or max(10, 2 * concurrency)
+            try:
+                if ray_module is None:
+                    status, processed, seconds = _execute(run, session, inputs, lm, todo, judge,
+                                                          concurrency=concurrency, progress=progress,
+                                                          retry_temperature=retry_temperature,
+                                                          max_errors=max_errors, retry_failed=retry_failed)
+                else:
+                    status, processed, seconds = execute_on_ray(ray_module, run, session, plan, todo, judge,
+                                                                options=ray, concurrency=concurrency,
+                                                                progress=progress, max_errors=max_errors,
+                                                                retry_failed=retry_failed)
+            finally:
+                if judge.fallback:  # the backend gave no label probabilities: say so where the records come from
+                    run.set_meta(judge=judge.describe())
+            return _summary(run, inputs, session, status, processed, seconds)
         finally:
-            if judge.fallback:  # the backend gave no label probabilities: say so where the records come from
-                run.set_meta(judge=judge.describe())
-        return _summary(run, inputs, session, status, processed, seconds)
-    finally:
-        run.close()
+            run.close()
 
 
 def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[tuple[str, int]],
              judge: RelevanceJudge, *,
              concurrency: int, progress: bool, max_errors: int, retry_temperature: float,
              retry_failed: bool = False) -> tuple[str, int, float]:
-    started = time.perf_counter()
-    bar = _Progress(len(todo), progress)
+    ledger = RunLedger(run, session, total=len(todo), max_errors=max_errors, progress=progress,
+                       backend=lambda: backend_state(lm))
     slots = threading.BoundedSemaphore(concurrency)
-    searcher = LockedSearcher(IndexCandidates(inputs.corpus, inputs.encoder, inputs.index))
     # Twice as many documents as call slots: while some wait between sequential steps (extract → plan → write),
     # others keep every slot busy. The slots, not the pools, bound the calls in flight.
     doc_pool = ThreadPoolExecutor(max_workers=2 * concurrency, thread_name_prefix="syntra-doc")
     chunk_pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="syntra-chunk")
-    language = inputs.artifact.program.state.task_definition.document_language
-    pipeline = DocumentPipeline(inputs.artifact.program, inputs.corpus, searcher, inputs.settings, slots=slots,
-                                chunk_pool=chunk_pool, retry_temperature=retry_temperature, judge=judge,
-                                lexical=LexicalSourceRank(inputs.corpus, language=language))
+    pipeline = build_pipeline(inputs, judge, slots=slots, chunk_pool=chunk_pool, retry_temperature=retry_temperature)
     pending = iter(todo)
     inflight: set[Future] = set()
-    processed, consecutive, status = 0, 0, "completed"
-    stopping = False
-    last_error: str | None = None
+    status, stopping = "completed", False
     fatal: BaseException | None = None
     try:
-        # No DSPy trace or LM history: a run makes hundreds of thousands of calls, and the store keeps what matters.
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None, disable_history=True):
+        with ledger, production_context(lm):
             def fill() -> None:
                 while not stopping and len(inflight) < 3 * concurrency:
                     unit = next(pending, None)
@@ -298,23 +275,14 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                                 fatal = fatal or exc  # every further call would fail alike: stop, record nothing
                             inflight.discard(future)  # an abandoned call: the document stays to do
                             continue
-                        try:
-                            run.commit(result, session, backend_state(lm))  # a Ctrl-C rolls back; retried later
-                        except sqlite3.OperationalError as exc:  # e.g. a full disk: rolled back, store intact
-                            raise storage_error(exc, run.path) from None
+                        ledger.commit(result)  # a Ctrl-C here rolls back; the future stays to retry
                         inflight.discard(future)
-                        processed += 1
-                        bar.update(result)
-                        if result.status == "failed" and result.error_kind != "output":
-                            consecutive, last_error = consecutive + 1, result.error
-                        elif result.status != "failed":
-                            consecutive = 0
                     if fatal is not None:
                         stopping, status = True, "aborted"
                         cancel_calls(lm)  # documents in flight stay pending; a rerun does them
                         inflight.clear()
                         break
-                    if consecutive >= min(max_errors, len(todo)) and not stopping:
+                    if ledger.backend_down and not stopping:
                         stopping, status = True, "aborted"
                         for future in inflight:
                             future.cancel()
@@ -330,61 +298,11 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     inflight = {f for f in inflight if not f.cancelled()}
                     logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them)",
                                    len(inflight))
-    except KeyboardInterrupt:
-        _end_session_quietly(run, session, "interrupted")
-        raise
-    except BaseException:
-        _end_session_quietly(run, session, "error")
-        raise
     finally:
-        bar.close()
         doc_pool.shutdown(wait=False, cancel_futures=True)
         chunk_pool.shutdown(wait=False, cancel_futures=True)
-    _record_backend(run, session, lm)
-    run.end_session(session, status)
-    if status == "interrupted":
-        raise KeyboardInterrupt
-    if fatal is not None:
-        status_code = getattr(fatal, "status", None)
-        cause = describe_error(fatal) + (f" (HTTP {status_code})" if status_code else "")
-        raise ProductionAborted(f"the LM backend refused the run: {cause}; stopped at once, since every further "
-                                "call would fail the same way", path=run.path,
-                                hint="fix the key (--api-key-env), the server address or the model name; "
-                                     + _resume_hint(run, retry_failed))
-    if status == "aborted":
-        raise ProductionAborted(
-            f"{consecutive} documents in a row failed on the LM backend or its configuration (last: {last_error}); "
-            "stopped",
-            path=run.path, hint="check the server; " + _resume_hint(run, retry_failed))
-    return status, processed, time.perf_counter() - started
-
-
-def _resume_hint(run: RunStore, retry_failed: bool) -> str:
-    """What rerunning the same command would really do (a hint that promises a resume must deliver one)."""
-    todo = len(run.todo(retry_failed=retry_failed))
-    if todo:
-        return f"finished documents are kept; rerun the same command to resume ({todo} documents to do)"
-    counts = run.document_counts()
-    redo = counts["failed"] + counts["partial"]
-    return (f"finished documents are kept; the same command would find nothing to do, since the {redo} failed "
-            "documents failed for a reason a plain rerun does not retry: fix the cause, then rerun with "
-            "--retry-failed")
-
-
-def _record_backend(run: RunStore, session: int, lm: dspy.LM) -> None:
-    """The generator's schema form and endpoint books as they stand at the end of the session."""
-    state = backend_state(lm)
-    if state is not None:
-        run.record_backend(session, state)
-
-
-def _end_session_quietly(run: RunStore, session: int, status: str) -> None:
-    """Mark the session's end on the way out of an error; a store that cannot be written (a full disk) must not
-    hide the error that stopped the run."""
-    try:
-        run.end_session(session, status)
-    except sqlite3.Error as exc:
-        logger.warning("could not mark session %d %s in the run store: %s", session, status, exc)
+    ledger.conclude(status, fatal, retry_failed=retry_failed)
+    return status, ledger.processed, ledger.seconds
 
 
 def _summary(run: RunStore, inputs: ProductionInputs, session: int, status: str, processed: int,

@@ -84,16 +84,20 @@ def resolve_encoder(manifest: dict[str, Any], encoder: str | Encoder | None) -> 
     return enc
 
 
-def resolve_corpus(manifest: dict[str, Any], corpus: str | Path | Corpus | None, corpus_format: str | None) -> Corpus:
-    if isinstance(corpus, Corpus):
-        return corpus
+def corpus_location(manifest: dict[str, Any], corpus: str | Path | None, corpus_format: str | None) -> tuple[Path, str]:
+    """The corpus file and format to read: the user's, else the artifact's."""
     spec = manifest.get("task_spec", {}).get("corpus", {})
     path = corpus if corpus is not None else spec.get("path")
     if not path:
         raise ArtifactError("the manifest records no corpus path", field="task_spec.corpus.path",
                             hint="pass --corpus PATH")
-    fmt = corpus_format or spec.get("format") or "beir"
-    return read_corpus(path, fmt)
+    return Path(path), corpus_format or spec.get("format") or "beir"
+
+
+def resolve_corpus(manifest: dict[str, Any], corpus: str | Path | Corpus | None, corpus_format: str | None) -> Corpus:
+    if isinstance(corpus, Corpus):
+        return corpus
+    return read_corpus(*corpus_location(manifest, corpus, corpus_format))
 
 
 def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None = None,
@@ -158,17 +162,16 @@ def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
                            "or --generator embedded")
 
 
-def resolve_generator(manifest: dict[str, Any], generator: str | list[str] | LMSpec | dspy.LM | None,
-                      api_key_env: str | None = None, *, timeout: float | None = None,
-                      retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
-    """The generator LM and its secret-free description: the artifact's (in-process) unless one is given.
+def resolve_generator_spec(manifest: dict[str, Any], generator: str | list[str] | LMSpec | None,
+                           api_key_env: str | None = None, *, timeout: float | None = None,
+                           retries: int | None = None) -> LMSpec:
+    """The generator's settings: the artifact's (in-process) unless one is given. What a Ray worker rebuilds
+    its LM from (an LM object cannot cross to another machine; its key is read there from ``api_key_env``).
 
     A ``MODEL[@API_BASE]`` flag (or several, one per server of the same model) keeps the artifact's sampling
     settings; the key variable, the timeout (total seconds per request) and the retries come from the command
     line only.
     """
-    if isinstance(generator, dspy.LM):
-        return generator, describe_lm(generator, role="generator")
     if isinstance(generator, LMSpec):
         spec = generator
     elif isinstance(generator, (str, list)):
@@ -178,9 +181,29 @@ def resolve_generator(manifest: dict[str, Any], generator: str | list[str] | LMS
         spec = _artifact_generator(manifest)
     changes = {"api_key_env": api_key_env, "timeout": timeout, "retries": retries}
     try:
-        spec = LMSpec.model_validate({**spec.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
+        return LMSpec.model_validate({**spec.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=str(first["loc"][0])) from None
+
+
+def resolve_generator(manifest: dict[str, Any], generator: str | list[str] | LMSpec | dspy.LM | None,
+                      api_key_env: str | None = None, *, timeout: float | None = None,
+                      retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
+    """The generator LM and its secret-free description (see :func:`resolve_generator_spec`)."""
+    if isinstance(generator, dspy.LM):
+        return generator, describe_lm(generator, role="generator")
+    spec = resolve_generator_spec(manifest, generator, api_key_env, timeout=timeout, retries=retries)
     lm = build_lm(spec, role="generator")
     return lm, describe_lm(lm, role="generator", spec=spec)
+
+
+def run_identity(inputs: ProductionInputs) -> dict[str, Any]:
+    """What a resumed run (and every Ray worker) must share with the first session, or its records would differ."""
+    art, s = inputs.artifact, inputs.settings
+    return {
+        "artifact_checksum": art.checksum,
+        "queries_per_doc": s.queries_per_doc, "top_k": s.top_k, "chunk_size": s.chunk_size,
+        "corpus_fingerprint": inputs.corpus.fingerprint, "encoder": inputs.encoder.id,
+        "index_fingerprint": inputs.index.fingerprint,
+    }
