@@ -3,8 +3,9 @@
 GEPA (``dspy.GEPA``) evolves predictor instructions by reflecting on traces with textual feedback. Here
 each SYNTRA stage becomes one GEPA run over the synthesis steps that stage adapts (extraction; planning and
 writing; annotation), and the metrics are SYNTRA's: the LLM verifier's 0-3 score (scaled to 0-1) with its
-feedback for extraction and queries, and the few-shot positive check (its mismatch explanation as feedback)
-for annotation. GEPA rewrites the steps' whole instructions, so its result lives in the steps' signatures
+feedback for extraction and queries, and the annotation check every strategy uses (known positives positive,
+random controls negative; its mismatch explanation as feedback) for annotation. GEPA rewrites the steps' whole
+instructions, so its result lives in the steps' signatures
 (what ``program.json`` stores and production sends); the program's components keep the drafted texts GEPA
 started from. The task definition is drafted once, as in the no-refinement strategy.
 """
@@ -12,7 +13,6 @@ started from. The task definition is drafted once, as in the no-refinement strat
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -24,7 +24,8 @@ from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.loop import UsageProbe
 from syntra_dspy.optimizers.no_refinement import NoRefinement
 from syntra_dspy.optimizers.report import Attempt, CompileReport, LoopReport
-from syntra_dspy.optimizers.self_improve import SelfImprove, _score, clean_text, fewshot_positive_check
+from syntra_dspy.optimizers.annotation_check import annotation_check
+from syntra_dspy.optimizers.self_improve import SelfImprove, _score, clean_text
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import FewShotPair
@@ -92,17 +93,8 @@ class QueryStage(_StageModule):
 
 class AnnotationStage(_StageModule):
     def forward(self, index: int) -> dspy.Prediction:
-        example, ids, texts, pos = self.hidden.data[index]
-        chunk = self.hidden.data["_chunk"]
-        scores: list[int | None] = [None] * len(ids)
-        for start in range(0, len(ids), chunk):
-            part = texts[start:start + chunk]
-            try:
-                scores[start:start + len(part)] = self.hidden.program.label_candidates(example.query, part)
-            except LMOutputError as exc:
-                logger.warning("annotation chunk failed for %r: %s", example.query[:60], exc)
-        return dspy.Prediction(trial=tr.LabelTrial(example, ids, scores, pos),
-                               instruction=self.annotate.signature.instructions)
+        (trial,) = tr.label_cases(self.hidden.program, [self.hidden.data[index]], chunk_size=self.hidden.data["_chunk"])
+        return dspy.Prediction(trial=trial, instruction=self.annotate.signature.instructions)
 
 
 class _Metric:
@@ -121,27 +113,8 @@ class _Metric:
         return dspy.Prediction(score=score, feedback=feedback)
 
 
-def candidate_lists(examples: Sequence[FewShotPair], source: tr.CandidateSource, *, k: int, seed: int
-                    ) -> list[tuple[FewShotPair, list[str], list[str], int]]:
-    """Retrieved candidates per few-shot query with its positive among them (as ``trials.run_labels`` does)."""
-    rng = random.Random(seed)
-    out = []
-    for ex in examples:
-        found = source.candidates(ex.query, k)
-        ids, texts = [d for d, _ in found], [t for _, t in found]
-        if ex.positive_id is not None and ex.positive_id in ids:
-            pos = ids.index(ex.positive_id)
-        else:
-            pos = rng.randrange(min(k, len(ids) + 1))
-            ids.insert(pos, ex.positive_id or "(example positive)")
-            texts.insert(pos, ex.positive_text)
-            ids, texts = ids[:k], texts[:k]
-        out.append((ex, ids, texts, pos))
-    return out
-
-
 class GEPAStrategy(SelfImprove):
-    """Compiles with ``dspy.GEPA`` per stage, scored by SYNTRA's verifier and few-shot positive check."""
+    """Compiles with ``dspy.GEPA`` per stage, scored by SYNTRA's verifier and the shared annotation check."""
 
     strategy = "gepa"
     adapt_task_definition = NoRefinement.adapt_task_definition  # drafted once, not refined
@@ -273,20 +246,21 @@ class GEPAStrategy(SelfImprove):
         if "annotation_instruction" not in self.gepa.stages:
             return program, self._unoptimized("annotation_instruction", self.with_overrides(program))
         task = ctx.task_context(program.state.task_definition)
-        lists = candidate_lists(program.state.examples, candidates, k=s.annotation_candidates, seed=s.seed)
+        cases = tr.annotation_cases(program.state.examples, candidates, k=s.annotation_candidates, seed=s.seed,
+                                    controls=s.control_negatives)
 
         def judge(_: Any, pred: Any) -> tuple[float, str]:
-            ev = fewshot_positive_check([pred.trial], explain=lambda text: clean_text(self._call(
+            ev = annotation_check([pred.trial], explain=lambda text: clean_text(self._call(
                 "explain_mismatches", task_context=task, instruction=pred.instruction, mismatches=text).feedback))
-            return float(ev.score), ev.feedback or "The known positive was labelled positive."
+            return float(ev.score), ev.feedback or "The known positive was labelled positive and the controls negative."
 
         key = lambda pred: f"{pred.trial.example.query}\n{pred.trial.scores}"
-        data: dict[Any, Any] = dict(enumerate(lists))
+        data: dict[Any, Any] = dict(enumerate(cases))
         data["_chunk"] = s.chunk_size
         stage = AnnotationStage(self.with_overrides(program), ("annotate",), data)
-        examples = [dspy.Example(index=i).with_inputs("index") for i in range(len(lists))]
+        examples = [dspy.Example(index=i).with_inputs("index") for i in range(len(cases))]
         report = self._optimize("annotation_instruction", stage, examples, _Metric(judge, key), 1.0)
         return program, report
 
 
-__all__ = ["STAGE_STEPS", "GEPASettings", "GEPAStrategy", "candidate_lists"]
+__all__ = ["STAGE_STEPS", "GEPASettings", "GEPAStrategy"]

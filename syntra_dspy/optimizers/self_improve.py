@@ -15,6 +15,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from syntra_dspy.errors import ConfigError, LMOutputError
 from syntra_dspy.optimizers import judge_stage as js
+from syntra_dspy.optimizers.annotation_check import annotation_check
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
@@ -337,7 +338,7 @@ class SelfImprove(Teleprompter):
                 return clean_text(self._call("explain_mismatches", task_context=task, instruction=instruction,
                                              mismatches=text).feedback)
 
-            return calibration_check(trials, explain) if confirmed else fewshot_positive_check(trials, explain)
+            return calibration_check(trials, explain) if confirmed else annotation_check(trials, explain)
 
         def refine(instruction: str, _: Any, ev: Evaluation) -> str:
             return self._revise("refine_annotation", "instruction", instruction, task_context=task,
@@ -413,37 +414,6 @@ class SelfImprove(Teleprompter):
         return with_texts(self.calibration, getattr(candidates, "corpus", None))
 
     evaluates = True
-
-
-def fewshot_positive_check(trials: Sequence[tr.LabelTrial], explain=None) -> Evaluation:
-    """Score = share of checked labels that are right: every few-shot positive must be labelled positive
-    (2-3; a missing label is a mismatch) and every control negative, if any, must not be.
-
-    Passes only when all are right. On failure ``explain(mismatches_text)`` turns the mismatches into
-    feedback for refinement.
-    """
-    total = hits = control_errors = 0
-    for t in trials:
-        total += 1
-        hits += t.positive_score is not None and t.positive_score >= 2
-        for score in t.control_scores:
-            total += 1
-            ok = score is not None and score < 2
-            hits += ok
-            control_errors += score is not None and not ok
-    labels = [
-        {"query": t.example.query, "positive_id": t.example.positive_id, "label": t.positive_score,
-         "candidate_ids": t.candidate_ids, "candidate_scores": t.scores,
-         "control_positions": list(t.control_indices)}
-        for t in trials
-    ]
-    score = hits / total if total else 0.0
-    if hits == total:
-        return Evaluation(score, True, "", {"labels": labels})
-    text = tr.mismatches_text(trials)
-    feedback = explain(text) if explain else text
-    return Evaluation(score, False, feedback or text,
-                      {"labels": labels, "mismatches": total - hits, "control_errors": control_errors})
 
 
 _TERM = re.compile(r"[A-Za-z][A-Za-z0-9-]{3,}")

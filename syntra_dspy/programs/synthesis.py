@@ -22,6 +22,7 @@ from syntra_dspy.programs.grading import (
     grade_from_logprobs,
     quiet_one_token_answers,
 )
+from syntra_dspy.programs.judge import Candidate, RelevanceJudge
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures import (
     Blueprint,
@@ -336,6 +337,14 @@ class SynthesisProgram(dspy.Module):
             return check_labels(judgements, len(candidates))
 
         return self._retrying("annotate", call)
+
+    def label_all(self, query: str, candidates: Sequence[str], *, chunk_size: int) -> list[int | None]:
+        """Every candidate of a query labelled 0-3 by the annotate step, ``chunk_size`` per call; a chunk whose
+        answer stays unusable after its retries gives ``None``s (the one labelling loop: trials, GEPA and
+        calibration all call it)."""
+        judge = RelevanceJudge(self, mode="written", chunk_size=chunk_size)
+        judged = judge.judge_all(query, [Candidate(text) for text in candidates])
+        return [None if j is None else j.label for j in judged]
 
     def grade_candidate(self, query: str, document: str, *, logprobs: bool = True) -> Grade:
         """One candidate judged with a one-digit answer; ``logprobs`` asks for the label tokens' probabilities.
