@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare", help="compare optimizer strategies (none, self-improve, human, gepa) on one task",
         description="Compile the task once per strategy (same seeds, same trial samples) and score every "
                     "artifact on the same held-out material: verifier scores on fresh documents, annotation "
-                    "agreement with human labels, compile cost, optionally downstream nDCG@10.")
+                    "agreement with human labels, compile cost, optionally a downstream retrieval measure "
+                    "(--downstream-measure; it then ranks the strategies).")
     p.add_argument("task", help="task YAML file")
     p.add_argument("--strategies", default="none,self-improve",
                    help="comma-separated strategies: none, self-improve, human, gepa (default: none,self-improve)")
@@ -40,6 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="dataset for --downstream (default: the BEIR split of --heldout-qrels)")
     p.add_argument("--base-model", default="all-MiniLM-L6-v2", help="model --downstream fine-tunes")
     p.add_argument("--downstream-docs", type=int, default=50, help="documents each strategy produces from")
+    p.add_argument("--downstream-measure", default="nDCG@10",
+                   help="ir_measures measure that ranks the strategies when --downstream runs (e.g. nDCG@20)")
     p.add_argument("--train-max-steps", type=int, default=None, help="cap training steps (smoke runs)")
     p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
@@ -92,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             from syntra_dspy.training import TrainConfig
 
             train = TrainConfig(max_steps=args.train_max_steps)
-        downstream = DownstreamOptions(dataset=dataset, base=args.base_model, docs=args.downstream_docs, train=train)
+        downstream = DownstreamOptions(dataset=dataset, base=args.base_model, docs=args.downstream_docs, train=train,
+                                       measure=args.downstream_measure)
     heldout = HeldoutOptions(docs=args.heldout_docs, qrels=args.heldout_qrels, queries=args.heldout_queries,
                              max_queries=args.heldout_max_queries, unjudged_k=args.unjudged_k, unjudged=args.unjudged)
     result = compare_strategies(spec, strategies=names, out=out, artifacts=args.artifacts,

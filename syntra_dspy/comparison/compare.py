@@ -23,6 +23,7 @@ from syntra_dspy.comparison.heldout import (
     load_judgements,
 )
 from syntra_dspy.comparison.report import shown_path
+from syntra_dspy.comparison.ranking import RankingRule, rank
 from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
@@ -44,8 +45,9 @@ class StrategyResult:
     scoring_cost: dict[str, Any] = field(default_factory=dict)
     downstream: dict[str, Any] | None = None
     quality: dict[str, float] = field(default_factory=dict)
-    overall: float | None = None
+    overall: float | None = None  # the value the ranking rule ordered by
     rank: int = 0
+    kappa_vs_reference: dict[str, Any] | None = None  # binary kappa minus self-improve's, paired bootstrap CI
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -59,13 +61,17 @@ class ComparisonResult:
     settings: dict[str, Any]
     baseline: dict[str, Any] | None = None
     outputs: dict[str, str] = field(default_factory=dict)
+    ranking: RankingRule | None = None
+    measure: str | None = None  # the downstream measure configured (None: no downstream check)
 
     def ranked(self) -> list[StrategyResult]:
         return sorted(self.strategies, key=lambda r: r.rank)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "settings": self.settings, "heldout": self.heldout, "baseline": self.baseline,
-                "ranking": [r.strategy for r in self.ranked()], "strategies": [r.to_dict() for r in self.ranked()],
+                "ranking": [r.strategy for r in self.ranked()],
+                "ranking_rule": self.ranking.to_dict() if self.ranking else None, "measure": self.measure,
+                "strategies": [r.to_dict() for r in self.ranked()],
                 "outputs": self.outputs}
 
 
@@ -77,23 +83,6 @@ def compile_cost(manifest: dict[str, Any]) -> dict[str, Any]:
     total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
     total["seconds"] = float(manifest.get("seconds", 0.0))
     return total
-
-
-def rank(results: Sequence[StrategyResult]) -> None:
-    """Order strategies: downstream nDCG@10 when measured, else the mean of the 0-1 quality metrics; ties go
-    to the cheaper compile (fewer tokens), then to the order the strategies were given in."""
-    for r in results:
-        r.quality = normalized_quality(r.metrics)
-        r.overall = sum(r.quality.values()) / len(r.quality) if r.quality else None
-
-    def key(item: tuple[int, StrategyResult]) -> tuple:
-        n, r = item
-        ndcg = (r.downstream or {}).get("nDCG@10")
-        return (-(ndcg if ndcg is not None else -1.0), -(r.overall if r.overall is not None else -1.0),
-                r.compile_cost.get("total_tokens", 0), n)
-
-    for position, (_, r) in enumerate(sorted(enumerate(results), key=key), 1):
-        r.rank = position
 
 
 def parse_strategies(text: str | Sequence[str]) -> list[str]:
@@ -188,13 +177,16 @@ def compare_strategies(
 
         baseline = run_downstream(spec, results, options=downstream, corpus=corpus, encoder=enc,
                                   index_dir=index_dir, lms=roles, out=out / "downstream")
-    rank(results)
+    measure = downstream.measure if downstream is not None else None
+    rule = rank(results, measure=measure)
+    for r in results:
+        r.quality = normalized_quality(r.metrics)
     result = ComparisonResult(spec.name, results, material.to_dict(),
                               {"strategies": names, "compile": settings.model_dump(mode="json"),
                                "heldout": {k: shown_path(v) if isinstance(v, Path) else v
                                            for k, v in heldout.__dict__.items()},
                                "lms": roles.describe() if hasattr(roles, "describe") else {}},
-                              baseline)
+                              baseline, ranking=rule, measure=measure)
     from syntra_dspy.comparison.report import write_reports
 
     write_reports(result, out, chart=chart)
