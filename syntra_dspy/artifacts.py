@@ -246,15 +246,23 @@ def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def component_texts(manifest: dict[str, Any], program_json: dict[str, Any]) -> dict[str, str]:
-    comp = program_json.get("components", {})
-    definition = comp.get("task_definition") or {}
-    return {
+def component_texts(program: SynthesisProgram) -> dict[str, str]:
+    """The adapted components as text, including any whole-step instruction an optimizer wrote."""
+    state = program.state
+    definition = state.task_definition.model_dump(mode="json") if state.task_definition else {}
+    texts = {
         "task_definition": "\n".join(f"{k}: {v}" for k, v in sorted(definition.items())),
-        "idattr_guidance": comp.get("idattr_guidance", ""),
-        "query_instruction": comp.get("query_instruction", ""),
-        "annotation_instruction": comp.get("annotation_instruction", ""),
+        "idattr_guidance": state.idattr_guidance,
+        "query_instruction": state.query_instruction,
+        "annotation_instruction": state.annotation_instruction,
     }
+    texts.update({f"{step} (whole-step instruction)": text for step, text in state.step_instructions.items()})
+    return texts
+
+
+def instruction_texts(program: SynthesisProgram) -> dict[str, str]:
+    """Components, then the instruction every step sends (composed from them): what ``artifacts diff`` compares."""
+    return {**component_texts(program), **{f"{name} prompt": text for name, text in program.instructions().items()}}
 
 
 def diff_texts(old: str, new: str, old_name: str, new_name: str) -> str:
@@ -263,14 +271,11 @@ def diff_texts(old: str, new: str, old_name: str, new_name: str) -> str:
 
 
 def diff_artifacts(a: str | Path, b: str | Path) -> str:
-    """Unified diff of every adapted component between two artifacts."""
-    texts = []
-    for path in (Path(a), Path(b)):
-        manifest = verify_artifact(path)
-        texts.append(component_texts(manifest, json.loads((path / "program.json").read_text(encoding="utf-8"))))
+    """Unified diff of every adapted component and every step's instruction between two artifacts."""
+    old, new = (instruction_texts(load_artifact(path).program) for path in (a, b))
     out = []
-    for key in texts[0]:
-        d = diff_texts(texts[0][key], texts[1][key], f"{a}:{key}", f"{b}:{key}")
+    for key in dict.fromkeys([*old, *new]):
+        d = diff_texts(old.get(key, ""), new.get(key, ""), f"{a}:{key}", f"{b}:{key}")
         out.append(d if d else f"= {key}: unchanged\n")
     return "".join(out)
 

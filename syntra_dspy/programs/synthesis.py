@@ -14,7 +14,7 @@ from dspy.utils.callback import BaseCallback
 from syntra_dspy.errors import LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import language_name
 from syntra_dspy.programs import context as ctx
-from syntra_dspy.programs.components import ComponentState, ProgramComponents
+from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.programs.grading import (
     TOP_LOGPROBS,
     DigitLabelAdapter,
@@ -49,9 +49,6 @@ from syntra_dspy.validation import (
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: The steps of a synthesis program, in pipeline order (also the predictor names in program.json). ``annotate``
-#: writes labels for a list of candidates; ``grade`` judges one candidate and is read for its label probabilities.
-STEP_NAMES = ("extract", "plan", "write", "annotate", "grade")
 #: Steps added after artifacts were first committed: an older artifact lacks them and they derive from its components.
 LATER_STEPS = frozenset({"grade"})
 
@@ -88,7 +85,8 @@ def _base(signature: type[dspy.Signature]) -> str:
 
 
 def compose_instructions(state: ComponentState) -> dict[str, str]:
-    """Full instruction text of every step, from the components. Fixed text first, for prefix caching."""
+    """Full instruction text of every step, from the components (the only place instructions come from). Fixed
+    text first, for prefix caching; a step with a whole-step instruction in the components sends that."""
     if state.task_definition is None:
         raise ValueError("a synthesis program needs a task definition before its instructions can be composed")
     task = "## Task\n" + ctx.task_context(state.task_definition)
@@ -109,7 +107,8 @@ def compose_instructions(state: ComponentState) -> dict[str, str]:
     guidance = ("\n\n## Guidance for this task\n" + state.annotation_instruction.strip()
                 if state.annotation_instruction.strip() else "")
     grade = task + guidance + "\n\n## Your answer\n" + _base(GradeCandidateRelevance)
-    return {"extract": extract, "plan": plan, "write": write, "annotate": annotate, "grade": grade}
+    composed = {"extract": extract, "plan": plan, "write": write, "annotate": annotate, "grade": grade}
+    return {**composed, **state.step_instructions}
 
 
 def step_adapter(name: str) -> dspy.Adapter:
