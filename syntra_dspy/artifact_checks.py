@@ -104,6 +104,7 @@ class Manifest(_Open):
     kind: str
     schema_version: int
     version: str
+    program_id: str | None = None  # absent in artifacts written before each compile got its own record
     task: str = Field(pattern=TASK_NAME_PATTERN, max_length=TASK_NAME_MAX)
     prompts: dict[str, PromptRecord]
     task_definition: TaskDefinition

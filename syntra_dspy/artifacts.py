@@ -1,8 +1,10 @@
 """Versioned, checksummed, never-overwritten artifacts of compiled synthesis programs.
 
 Layout: ``<root>/<task>/<version>/{program.json, manifest.json, checksums.sha256}``. ``program.json`` is DSPy's
-own saved state; the version id is derived from the content; loading verifies everything and returns a
-frozen program whose rendered prompts equal the ones recorded at compile time.
+own saved state. The program id derives from the program and what shapes it; the version id from that and the
+compile's own record (history, usage, time), so every compile is kept and compiles with the same outcome share a
+program id. Loading verifies everything and returns a frozen program whose rendered prompts equal the ones
+recorded at compile time.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ KIND = "syntra-dspy/synthesis-program"
 CHECKSUMS = "checksums.sha256"
 PAYLOAD = ("program.json", "manifest.json")
 ALLOWED_FILES = frozenset({*PAYLOAD, CHECKSUMS, SIGNATURE})
-# Manifest keys that describe *how long* or *when*, not *what*: left out of the version id.
-_VOLATILE = {"version", "created_at", "seconds", "usage", "history"}
+# Manifest keys that describe one compile (*when*, *how long*, *how*), not the program it made: left out of the
+# program id, so two compiles with the same outcome share it.
+_VOLATILE = {"version", "program_id", "created_at", "seconds", "usage", "history"}
 
 
 def _sha256(data: bytes) -> str:
@@ -65,9 +68,20 @@ def render_prompts(program: SynthesisProgram) -> dict[str, dict[str, str]]:
     return out
 
 
-def compute_version(program_json: bytes, manifest: dict[str, Any]) -> str:
+def compute_program_id(program_json: bytes, manifest: dict[str, Any]) -> str:
+    """What the compile made: the saved program and everything that shapes it, not the compile's own record."""
     identity = {k: v for k, v in manifest.items() if k not in _VOLATILE}
     return _sha256(program_json + b"\n" + canonical_json(identity))[:12]
+
+
+def compute_version(program_json: bytes, manifest: dict[str, Any]) -> str:
+    """One compile's id: the program and its whole record (history, usage, time), so a recompile with the same
+    outcome is written beside the first, not hidden behind it. Artifacts written before program ids existed
+    (no ``program_id`` in the manifest) used the program id as their version."""
+    if "program_id" not in manifest:
+        return compute_program_id(program_json, manifest)
+    record = {k: v for k, v in manifest.items() if k != "version"}
+    return _sha256(program_json + b"\n" + canonical_json(record))[:12]
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,11 @@ class Artifact:
     @property
     def task(self) -> str:
         return self.manifest["task"]
+
+    @property
+    def program_id(self) -> str:
+        """Shared by every compile that made this same program (older artifacts: their version)."""
+        return self.manifest.get("program_id") or self.version
 
     @property
     def checksum(self) -> str:
@@ -126,6 +145,7 @@ def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str
         program.save(str(tmp / "program.json"))
         program_json = (tmp / "program.json").read_bytes()
         manifest = {**manifest, "schema_version": SCHEMA_VERSION, "kind": KIND, "prompts": render_prompts(program)}
+        manifest["program_id"] = compute_program_id(program_json, manifest)
         manifest["version"] = compute_version(program_json, manifest)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n",
                                            encoding="utf-8")
@@ -133,7 +153,7 @@ def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str
         (tmp / CHECKSUMS).write_text(lines, encoding="utf-8")
         final = root / task / manifest["version"]
         if final.exists():
-            # Same content, same version: the existing directory is kept untouched and returned.
+            # The very same record (program, history, usage and time): the existing directory is kept and returned.
             verify_artifact(final)
             logger.info("version %s already exists with the same content; kept it unchanged", final)
             return final
@@ -182,9 +202,12 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
                             f"(this syntra-dspy reads {SCHEMA_VERSION})", path=path / "manifest.json",
                             field="schema_version")
     check_manifest(manifest, path=path / "manifest.json", steps=STEP_NAMES, added=LATER_STEPS)
-    expected = compute_version((path / "program.json").read_bytes(), manifest)
+    program_json = (path / "program.json").read_bytes()
+    expected = compute_version(program_json, manifest)
     if manifest.get("version") != expected:
         raise ArtifactError("version id does not match the content", path=path / "manifest.json", field="version")
+    if "program_id" in manifest and manifest["program_id"] != compute_program_id(program_json, manifest):
+        raise ArtifactError("program id does not match the content", path=path / "manifest.json", field="program_id")
     check_folder_name(path, manifest["version"])
     if key_env is not None:
         check_signature(path, CHECKSUMS, key_env)
@@ -239,7 +262,8 @@ def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
             continue
         loops = {h["name"]: h for h in m.get("history", [])}
         rows.append({
-            "task": m.get("task"), "version": m.get("version"), "created_at": m.get("created_at"),
+            "task": m.get("task"), "version": m.get("version"), "program_id": m.get("program_id") or m.get("version"),
+            "created_at": m.get("created_at"),
             "strategy": m.get("strategy"), "path": str(manifest_path.parent),
             "passed": ",".join(f"{n}={'y' if h.get('passed') else 'n'}" for n, h in loops.items()),
         })

@@ -145,8 +145,8 @@ def test_a_replayed_comparison_reproduces_every_artifact(compared, tmp_path, mon
                                index_dir=compared["root"] / "index", settings=SETTINGS,
                                heldout=HeldoutOptions(docs=3), chart=False,
                                strategy_options={"human": {"feedback": compared["root"] / "feedback.jsonl"}})
-    first = {r.strategy: r.version for r in compared["result"].strategies}
-    assert {r.strategy: r.version for r in again.strategies} == {"human": first["human"], "none": first["none"]}
+    first = {r.strategy: r.program_id for r in compared["result"].strategies}
+    assert {r.strategy: r.program_id for r in again.strategies} == {"human": first["human"], "none": first["none"]}
     assert "annotation" not in again.strategies[0].metrics and not (tmp_path / "out" / "comparison.png").exists()
 
 

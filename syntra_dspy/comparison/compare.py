@@ -48,6 +48,7 @@ class StrategyResult:
     overall: float | None = None  # the value the ranking rule ordered by
     rank: int = 0
     kappa_vs_reference: dict[str, Any] | None = None  # binary kappa minus self-improve's, paired bootstrap CI
+    program_id: str = ""  # shared by compiles that made the same program (the version is this compile's own)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -170,7 +171,7 @@ def compare_strategies(
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
         results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,
-                                      compile_cost(artifact.manifest), metrics, cost))
+                                      compile_cost(artifact.manifest), metrics, cost, program_id=artifact.program_id))
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream

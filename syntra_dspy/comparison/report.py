@@ -103,8 +103,9 @@ def markdown(result: Any) -> str:
             lines.append(f"| {r.strategy} | " + " | ".join(cells) +
                          f" | {_f(ann.get('training_label_precision'), 2)} | "
                          f"{(ann.get('three_class') or {}).get('unlabelled', 0)} |")
-    lines += ["", "## Artifacts", "", "| strategy | version | checksum | path |", "|---|---|---|---|"]
-    lines += [f"| {r.strategy} | `{r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |" for r in ranked]
+    lines += ["", "## Artifacts", "", "| strategy | version | program id | checksum | path |", "|---|---|---|---|---|"]
+    lines += [f"| {r.strategy} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |"
+              for r in ranked]
     return "\n".join(lines) + "\n"
 
 

@@ -95,7 +95,11 @@ class SelfImprove(Teleprompter):
     # -- the Teleprompter contract -----------------------------------------------------------------------
     def compile(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair], teacher: Any = None,
                 valset: Any = None, documents: Sequence[tr.TrialDocument] = (),
-                candidates: tr.CandidateSource | None = None, **_: Any) -> SynthesisProgram:
+                candidates: tr.CandidateSource | None = None) -> SynthesisProgram:
+        """Compile ``student``; the report of every loop is left in ``self.report`` (``run`` returns both)."""
+        if teacher is not None or valset is not None:
+            raise ConfigError("SYNTRA's test mode takes no teacher and no valset: trials run on sampled corpus "
+                              "documents and the few-shot examples (trainset)")
         program, self.report = self.run(student, trainset=trainset, documents=documents, candidates=candidates)
         return program
 
