@@ -43,7 +43,8 @@ def _list(args: argparse.Namespace) -> int:
         print(f"no artifacts under {args.root}")
         return 0
     for r in rows:
-        print(f"{r['task']}/{r['version']}  {r['created_at']}  {r['strategy']:<13} {r['passed']}")
+        print(f"{r['task']}/{r['version']}  program {r['program_id']}  {r['created_at']}  {r['strategy']:<13} "
+              f"{r['passed']}")
     return 0
 
 

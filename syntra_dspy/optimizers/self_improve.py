@@ -17,6 +17,7 @@ from syntra_dspy.errors import ConfigError, LMOutputError
 from syntra_dspy.optimizers import judge_stage as js
 from syntra_dspy.optimizers.annotation_check import annotation_check
 from syntra_dspy.optimizers import trials as tr
+from syntra_dspy.optimizers.definition_check import example_specific_terms
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
 from syntra_dspy.optimizers.query_measures import measure_problems, measure_queries
@@ -418,27 +419,6 @@ class SelfImprove(Teleprompter):
         return with_texts(self.calibration, getattr(candidates, "corpus", None))
 
     evaluates = True
-
-
-_TERM = re.compile(r"[A-Za-z][A-Za-z0-9-]{3,}")
-_COMMON = {"query", "queries", "document", "documents", "relevant", "relevance", "given", "about", "which", "that",
-           "this", "with", "from", "their", "there", "whether", "provides", "provide", "evidence", "claim", "claims",
-           "paper", "papers", "abstract", "abstracts", "scientific", "research", "study", "studies", "reports",
-           "report", "result", "results", "support", "supports", "refute", "refutes", "type", "text"}
-
-
-def example_specific_terms(definition: TaskDefinition, examples: Sequence[FewShotPair], *, min_terms: int = 3
-                           ) -> list[str]:
-    """Words of the relevance definition found in exactly one example's query or document.
-
-    Returns them when there are at least ``min_terms`` (a definition drawn from one example), else [].
-    """
-    if len(examples) < 2:
-        return []
-    vocab = [{w.lower() for w in _TERM.findall(f"{ex.query} {ex.positive_text}")} for ex in examples]
-    words = dict.fromkeys(w.lower() for w in _TERM.findall(definition.relevance_definition))
-    specific = [w for w in words if w not in _COMMON and sum(w in v for v in vocab) == 1]
-    return specific if len(specific) >= min_terms else []
 
 
 def _definition_from(pred: dspy.Prediction) -> TaskDefinition:
