@@ -38,7 +38,7 @@ PAYLOAD = ("program.json", "manifest.json")
 ALLOWED_FILES = frozenset({*PAYLOAD, CHECKSUMS, SIGNATURE})
 # Manifest keys that describe one compile (*when*, *how long*, *how*), not the program it made: left out of the
 # program id, so two compiles with the same outcome share it.
-_VOLATILE = {"version", "program_id", "created_at", "seconds", "usage", "history"}
+_VOLATILE = {"version", "program_id", "created_at", "seconds", "usage", "history", "record"}
 
 
 def _sha256(data: bytes) -> str:

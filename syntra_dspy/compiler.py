@@ -127,6 +127,7 @@ def compile_task(
         },
         "sample": {"selected": n_selected, "documents": sample_ids},
         "history": [loop.to_dict() for loop in report.loops],
+        "record": optimizer.compile_record(),
         "usage": meter.snapshot(),
         "seconds": round(time.perf_counter() - started, 1),
     }

@@ -125,6 +125,7 @@ def test_reports_name_every_artifact_version(compared):
         assert f"`{r.version}`" in md and r.version in json.dumps(data)
     assert data["ranking"] == [r.strategy for r in result.ranked()]
     assert "| 1 | self-improve |" in md and "binary κ" in md and "training-label precision" in md
+    assert "- human, reviews: recorded terminal session `" in md and "- human, calibration labels: none" in md
 
 
 def test_report_paths_are_relative_to_the_working_directory(tmp_path, monkeypatch):
@@ -180,6 +181,7 @@ def test_cli_compare_prints_the_table_and_writes_reports(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("argv, message", [
     (["--strategies", "none,magic"], "unknown strategy magic"),
     (["--strategies", "none", "--human-feedback", "f.jsonl"], "--human-feedback is only used by the 'human'"),
+    (["--strategies", "none", "--human-labels", "q.tsv"], "--human-labels is only used by the 'human'"),
     (["--strategies", "none", "--downstream"], "--downstream needs an evaluation dataset"),
 ])
 def test_cli_compare_refuses_bad_options_with_a_fix(argv, message, capsys):

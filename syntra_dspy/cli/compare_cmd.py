@@ -7,7 +7,14 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from syntra_dspy.cli.compile_cmd import add_compile_flags, lm_overrides, lm_timeout, settings_from_args
+from syntra_dspy.cli.compile_cmd import (
+    add_compile_flags,
+    add_human_label_flags,
+    human_label_options,
+    lm_overrides,
+    lm_timeout,
+    settings_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--record-feedback", metavar="FILE",
                    help="where an interactive human session is recorded (default: OUT/human-feedback-<time>.jsonl); "
                         "with --human-feedback, resume that session and record the whole of it here")
+    add_human_label_flags(p)
     p.add_argument("--heldout-qrels", metavar="Q",
                    help="reference labels: BEIR/TREC qrels (queries from the BEIR layout or --heldout-queries), "
                         "a beir:PATH:split spec, or a 'query, doc_id, label' file")
@@ -79,8 +87,10 @@ def run(args: argparse.Namespace) -> int:
             options["human"] = {"feedback": args.human_feedback, "record": args.record_feedback}
         else:
             options["human"] = {"record": record}
-    elif args.human_feedback:
-        raise ConfigError("--human-feedback is only used by the 'human' strategy", field="strategies",
+        options["human"].update(human_label_options(args, human=True))
+    elif args.human_feedback or args.human_labels:
+        flag = "--human-feedback" if args.human_feedback else "--human-labels"
+        raise ConfigError(f"{flag} is only used by the 'human' strategy", field="strategies",
                           hint="add human to --strategies")
     if "gepa" in names and args.gepa_max_metric_calls:
         options["gepa"] = {"gepa": {"max_metric_calls": args.gepa_max_metric_calls}}

@@ -38,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="human strategy: replay this recorded session (no person needed)")
     p.add_argument("--record-feedback", metavar="FILE", default=None,
                    help="human strategy: record the session here (with --human-feedback: resume it)")
+    add_human_label_flags(p)
     p.add_argument("--out", default="artifacts", help="artifact root (default: artifacts/)")
     add_compile_flags(p)
     p.set_defaults(func=run)
@@ -81,16 +82,36 @@ def lm_overrides(args: argparse.Namespace) -> dict[str, str]:
     return {role: getattr(args, role) for role in ("generator", "verifier", "refiner") if getattr(args, role, None)}
 
 
+def add_human_label_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--human-labels", metavar="FILE", default=None,
+                   help="human strategy: calibrate the annotation loop on judgments people made: BEIR/TREC qrels, a "
+                        "beir:PATH:split spec, or a 'query, doc_id, label' file (up to --calibration-queries queries)")
+    p.add_argument("--human-label-queries", metavar="FILE", default=None,
+                   help="query texts for --human-labels qrels outside a BEIR layout (queries.jsonl or id<TAB>text)")
+
+
+def human_label_options(args: argparse.Namespace, *, human: bool) -> dict[str, str]:
+    """The human strategy's label-file options from the command line (refused without that strategy)."""
+    if not args.human_labels:
+        return {}
+    if not human:
+        from syntra_dspy.errors import ConfigError
+
+        raise ConfigError("--human-labels belongs to the human strategy", field="human-labels",
+                          hint="use --strategy human (compare: add human to --strategies)")
+    return {"labels": args.human_labels, "label_queries": args.human_label_queries}
+
+
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.compiler import compile_task
 
-    extra = {}
+    extra: dict = human_label_options(args, human=args.strategy == "human")
     if args.human_feedback or args.record_feedback:
         if args.strategy != "human":
             from syntra_dspy.errors import ConfigError
 
             raise ConfigError("--human-feedback and --record-feedback belong to --strategy human")
-        extra = {"feedback": args.human_feedback, "record": args.record_feedback}
+        extra.update({"feedback": args.human_feedback, "record": args.record_feedback})
     artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings_from_args(args),
                             lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args),
                             encoder=args.encoder, index_dir=args.index_dir,

@@ -49,6 +49,7 @@ class StrategyResult:
     rank: int = 0
     kappa_vs_reference: dict[str, Any] | None = None  # binary kappa minus self-improve's, paired bootstrap CI
     program_id: str = ""  # shared by compiles that made the same program (the version is this compile's own)
+    human_decisions: dict[str, Any] = field(default_factory=dict)  # where labels and reviews came from
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -84,6 +85,23 @@ def compile_cost(manifest: dict[str, Any]) -> dict[str, Any]:
     total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
     total["seconds"] = float(manifest.get("seconds", 0.0))
     return total
+
+
+def human_decisions(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Where a compile's human decisions came from: the label set and the review session (empty: none)."""
+    labels = ((manifest.get("optimizer") or {}).get("human_decisions") or {}).get("labels")
+    reviews = (manifest.get("record") or {}).get("reviews")
+    out = {"labels": {k: v for k, v in labels.items() if k != "queries"}} if labels else {}
+    return {**out, "reviews": reviews} if reviews else out
+
+
+def calibration_queries(artifacts: Sequence[Artifact]) -> list[str]:
+    """Queries whose human labels calibrated a compile: held-out material must not score on them again."""
+    out: list[str] = []
+    for artifact in artifacts:
+        decisions = (artifact.manifest.get("optimizer") or {}).get("human_decisions") or {}
+        out += (decisions.get("labels") or {}).get("queries", [])
+    return out
 
 
 def parse_strategies(text: str | Sequence[str]) -> list[str]:
@@ -158,7 +176,8 @@ def compare_strategies(
     if heldout.qrels is not None:
         queries, labels = load_judgements(heldout.qrels, queries=heldout.queries)
         items = annotation_items(queries, labels, corpus=corpus, search=IndexCandidates(corpus, enc, index).search,
-                                 exclude_queries=[p.query for p in pairs], options=heldout, seed=seed + 2)
+                                 exclude_queries=[p.query for p in pairs] + calibration_queries(compiled),
+                                 options=heldout, seed=seed + 2)
         description["judgements"] = shown_path(heldout.qrels)
     material = HeldoutMaterial(tuple(docs), items, description)
 
@@ -171,7 +190,8 @@ def compare_strategies(
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
         results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,
-                                      compile_cost(artifact.manifest), metrics, cost, program_id=artifact.program_id))
+                                      compile_cost(artifact.manifest), metrics, cost, program_id=artifact.program_id,
+                                      human_decisions=human_decisions(artifact.manifest)))
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream

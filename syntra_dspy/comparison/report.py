@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import DependencyError
-from syntra_dspy.outputs import atomic_write_text
+from syntra_dspy.outputs import atomic_write_text, shown_path
 
 
 def _f(value: Any, places: int = 3) -> str:
@@ -17,17 +16,6 @@ def _f(value: Any, places: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{places}f}"
     return str(value)
-
-
-def shown_path(path: Any) -> str:
-    """A path as the report shows it: relative to the working directory when it lies below it or beside it
-    (``../shared/...``), so a report committed with a repository does not name one machine's folders."""
-    text = str(path)
-    try:
-        relative = os.path.relpath(Path(text).resolve(), Path.cwd().resolve())
-    except ValueError:  # another drive
-        return text
-    return relative if Path(relative).parts[:2].count("..") < 2 else text
 
 
 def _calls(cost: dict[str, Any]) -> str:
@@ -103,6 +91,18 @@ def markdown(result: Any) -> str:
             lines.append(f"| {r.strategy} | " + " | ".join(cells) +
                          f" | {_f(ann.get('training_label_precision'), 2)} | "
                          f"{(ann.get('three_class') or {}).get('unlabelled', 0)} |")
+    decided = [r for r in ranked if r.human_decisions]
+    if decided:
+        lines += ["", "## Where human decisions came from", ""]
+        for r in decided:
+            labels, reviews = r.human_decisions.get("labels"), r.human_decisions.get("reviews")
+            if labels:
+                where = f" `{labels['path']}`" if labels.get("path") else ""
+                count = f", {labels['pairs']} pairs" if labels.get("pairs") else ""
+                lines.append(f"- {r.strategy}, calibration labels: {labels['source']}{where}{count}")
+            if reviews:
+                lines.append(f"- {r.strategy}, reviews: {reviews['source']} `{reviews['file']}`, reviewer "
+                             f"{reviews['reviewer']}")
     lines += ["", "## Artifacts", "", "| strategy | version | program id | checksum | path |", "|---|---|---|---|---|"]
     lines += [f"| {r.strategy} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |"
               for r in ranked]

@@ -107,6 +107,11 @@ class SelfImprove(Teleprompter):
     def get_params(self) -> dict[str, Any]:
         return {"strategy": self.strategy, **self.settings.model_dump()}
 
+    def compile_record(self) -> dict[str, Any]:
+        """What the last compile's record adds about itself beyond history and usage (e.g. who reviewed it); it
+        is no part of the program id."""
+        return {}
+
     def run(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair],
             documents: Sequence[tr.TrialDocument], candidates: tr.CandidateSource | None
             ) -> tuple[SynthesisProgram, CompileReport]:
