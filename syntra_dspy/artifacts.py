@@ -25,6 +25,7 @@ import dspy
 
 from syntra_dspy.artifact_checks import check_folder, check_folder_name, check_manifest, check_program_state
 from syntra_dspy.errors import ArtifactError, ConfigError
+from syntra_dspy.manifest import Manifest
 from syntra_dspy.programs.synthesis import LATER_STEPS, STEP_NAMES, SynthesisProgram, step_adapter
 from syntra_dspy.signing import SIGNATURE, check_signature, sign_artifact
 from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN
@@ -90,7 +91,8 @@ class Artifact:
 
     path: Path
     program: SynthesisProgram
-    manifest: dict[str, Any]
+    manifest: dict[str, Any]  # as written (for display and export)
+    meta: Manifest  # the same, typed and validated once: what the package reads
 
     @property
     def version(self) -> str:
@@ -103,7 +105,7 @@ class Artifact:
     @property
     def program_id(self) -> str:
         """Shared by every compile that made this same program (older artifacts: their version)."""
-        return self.manifest.get("program_id") or self.version
+        return self.meta.program_identity
 
     @property
     def checksum(self) -> str:
@@ -171,7 +173,11 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
     This proves integrity (the files were written together by some compile and not changed since), not
     authorship: anyone with this package can produce a consistent artifact. Only a signature says who.
     """
-    path = Path(path)
+    return _verified(Path(path), key_env)[0]
+
+
+def _verified(path: Path, key_env: str | None) -> tuple[dict[str, Any], Manifest]:
+    """The checks of :func:`verify_artifact`; the manifest as written and as validated (once)."""
     if not (path / CHECKSUMS).is_file():
         raise ArtifactError("not an artifact directory (no checksums.sha256)", path=path)
     check_folder(path, ALLOWED_FILES)
@@ -201,7 +207,7 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
         raise ArtifactError(f"unsupported schema_version {manifest.get('schema_version')!r} "
                             f"(this syntra-dspy reads {SCHEMA_VERSION})", path=path / "manifest.json",
                             field="schema_version")
-    check_manifest(manifest, path=path / "manifest.json", steps=STEP_NAMES, added=LATER_STEPS)
+    meta = check_manifest(manifest, path=path / "manifest.json", steps=STEP_NAMES, added=LATER_STEPS)
     program_json = (path / "program.json").read_bytes()
     expected = compute_version(program_json, manifest)
     if manifest.get("version") != expected:
@@ -211,7 +217,7 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
     check_folder_name(path, manifest["version"])
     if key_env is not None:
         check_signature(path, CHECKSUMS, key_env)
-    return manifest
+    return manifest, meta
 
 
 def _read_json(file: Path) -> Any:
@@ -225,10 +231,9 @@ def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
     """Verify, check that program.json holds only instructions and components, rebuild the program from code
     plus program.json, check its prompts, and freeze it. ``key_env`` also requires a team signature."""
     path = Path(path)
-    manifest = verify_artifact(path, key_env=key_env)
+    manifest, meta = _verified(path, key_env)
     # The settings the program checks its outputs with, as compiled (an older manifest lacks some: their defaults).
-    settings = manifest.get("settings", {})
-    program = SynthesisProgram(**{k: settings[k] for k in ("max_doc_chars", "near_duplicate") if k in settings})
+    program = SynthesisProgram(max_doc_chars=meta.settings.max_doc_chars, near_duplicate=meta.settings.near_duplicate)
     state = _read_json(path / "program.json")
     check_program_state(state, path=path / "program.json",
                         fields={name: len(getattr(program, name).signature.fields) for name in STEP_NAMES},
@@ -239,11 +244,11 @@ def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
         raise ArtifactError(f"program.json does not fit this version's synthesis program: {exc}",
                             path=path / "program.json") from None
     rendered = render_prompts(program)
-    for name, recorded in manifest["prompts"].items():
-        if rendered.get(name, {}).get("system_prompt_sha256") != recorded["system_prompt_sha256"]:
+    for name, recorded in meta.prompts.items():
+        if rendered.get(name, {}).get("system_prompt_sha256") != recorded.system_prompt_sha256:
             raise ArtifactError(f"step '{name}' would send a different prompt than the one recorded at compile time",
                                 path=path, hint="install the syntra-dspy version named in the manifest")
-    return Artifact(path=path, program=program.freeze(), manifest=manifest)
+    return Artifact(path=path, program=program.freeze(), manifest=manifest, meta=meta)
 
 
 def sign(path: str | Path, key_env: str) -> Path:

@@ -56,7 +56,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(artifact.manifest, indent=2, ensure_ascii=False))
         return 0
-    print(summary(artifact.manifest, args.path))
+    print(summary(artifact.meta, args.path))
     for name, text in component_texts(artifact.program).items():
         print(f"\n== {name} ==\n{text or '(empty)'}")
     return 0

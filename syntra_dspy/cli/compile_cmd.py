@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from syntra_dspy.manifest import Manifest, StageUsage
 from syntra_dspy.optimizers.settings import CompileSettings
 
 _SETTING_FLAGS = {
@@ -116,18 +117,18 @@ def run(args: argparse.Namespace) -> int:
                             lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args),
                             encoder=args.encoder, index_dir=args.index_dir,
                             optimizer_kwargs=extra)
-    print(summary(artifact.manifest, artifact.path))
+    print(summary(artifact.meta, artifact.path))
     return 0
 
 
-def summary(manifest: dict, path) -> str:
-    lines = [f"artifact {manifest['task']}/{manifest['version']} written to {path}",
-             f"strategy {manifest['strategy']}, {manifest['seconds']} s"]
-    usage = manifest.get("usage", {})
-    for loop in manifest.get("history", []):
-        scores = ", ".join("-" if a["score"] is None else f"{a['score']:g}" for a in loop["attempts"])
-        u = usage.get(loop["name"], {})
-        lines.append(f"  {loop['name']:<24} scores [{scores}] kept #{loop['kept']} "
-                     f"{'passed' if loop['passed'] else loop['stop_reason']}; "
-                     f"{u.get('calls', 0)} calls, {u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tokens")
+def summary(meta: Manifest, path) -> str:
+    """The compile's outcome per loop: scores, the kept attempt, calls and tokens."""
+    lines = [f"artifact {meta.task}/{meta.version} (program {meta.program_identity}) written to {path}",
+             f"strategy {meta.strategy}, {meta.seconds} s"]
+    for loop in meta.history:
+        scores = ", ".join("-" if a.score is None else f"{a.score:g}" for a in loop.attempts)
+        u = meta.usage.get(loop.name) or StageUsage()
+        lines.append(f"  {loop.name:<24} scores [{scores}] kept #{loop.kept} "
+                     f"{'passed' if loop.passed else loop.stop_reason}; "
+                     f"{u.calls} calls, {u.prompt_tokens}+{u.completion_tokens} tokens")
     return "\n".join(lines)

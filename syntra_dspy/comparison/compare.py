@@ -26,6 +26,7 @@ from syntra_dspy.comparison.report import shown_path
 from syntra_dspy.comparison.ranking import RankingRule, rank
 from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.manifest import Manifest
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.task import TaskSpec, load_task
 
@@ -77,20 +78,19 @@ class ComparisonResult:
                 "outputs": self.outputs}
 
 
-def compile_cost(manifest: dict[str, Any]) -> dict[str, Any]:
-    """LLM calls, tokens and wall time a compile spent, summed over its stages."""
-    usage = manifest.get("usage", {}) or {}
-    total = {k: sum(int(s.get(k, 0)) for s in usage.values())
+def compile_cost(meta: Manifest) -> dict[str, Any]:
+    """LLM calls, tokens and wall time this compile spent, summed over its stages."""
+    total = {k: sum(getattr(stage, k) for stage in meta.usage.values())
              for k in ("calls", "cached", "prompt_tokens", "completion_tokens")}
     total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
-    total["seconds"] = float(manifest.get("seconds", 0.0))
+    total["seconds"] = float(meta.seconds or 0.0)
     return total
 
 
-def human_decisions(manifest: dict[str, Any]) -> dict[str, Any]:
+def human_decisions(meta: Manifest) -> dict[str, Any]:
     """Where a compile's human decisions came from: the label set and the review session (empty: none)."""
-    labels = ((manifest.get("optimizer") or {}).get("human_decisions") or {}).get("labels")
-    reviews = (manifest.get("record") or {}).get("reviews")
+    labels = meta.human_label_source()
+    reviews = meta.record.get("reviews")
     out = {"labels": {k: v for k, v in labels.items() if k != "queries"}} if labels else {}
     return {**out, "reviews": reviews} if reviews else out
 
@@ -99,8 +99,7 @@ def calibration_queries(artifacts: Sequence[Artifact]) -> list[str]:
     """Queries whose human labels calibrated a compile: held-out material must not score on them again."""
     out: list[str] = []
     for artifact in artifacts:
-        decisions = (artifact.manifest.get("optimizer") or {}).get("human_decisions") or {}
-        out += (decisions.get("labels") or {}).get("queries", [])
+        out += (artifact.meta.human_label_source() or {}).get("queries", [])
     return out
 
 
@@ -166,7 +165,7 @@ def compare_strategies(
                                               optimizer_kwargs=(strategy_options or {}).get(name)))
 
     seed = heldout.seed if heldout.seed is not None else settings.seed
-    used = {d for a in compiled for d in a.manifest.get("sample", {}).get("documents", [])}
+    used = {d for a in compiled for d in a.meta.sample.documents}
     pairs = compiler.resolve_examples(spec, corpus)
     used |= {p.positive_id for p in pairs if p.positive_id}
     selected = select_diverse(index, target=settings.selection_target, tau=settings.selection_tau, seed=settings.seed)
@@ -190,8 +189,8 @@ def compare_strategies(
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
         results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,
-                                      compile_cost(artifact.manifest), metrics, cost, program_id=artifact.program_id,
-                                      human_decisions=human_decisions(artifact.manifest)))
+                                      compile_cost(artifact.meta), metrics, cost, program_id=artifact.program_id,
+                                      human_decisions=human_decisions(artifact.meta)))
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream

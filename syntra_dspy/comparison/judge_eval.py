@@ -224,7 +224,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     rows_by_judge: dict[str, list[dict | None]] = {}
     for n, inputs in enumerate(loaded):
         art = inputs.artifact
-        lm, lm_info = resolve_generator(art.manifest, generator, api_key_env)
+        lm, lm_info = resolve_generator(art.meta, generator, api_key_env)
         prepare_lm(lm)
         for mode in (judges if n == 0 or compare_judges is None else compare_judges):
             judge = RelevanceJudge(art.program, mode=mode)  # type: ignore[arg-type]

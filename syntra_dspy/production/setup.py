@@ -23,6 +23,7 @@ from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flag, sanitize_api_base
+from syntra_dspy.manifest import CorpusRecord, Manifest
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval import default_index_dir
 from syntra_dspy.task import LMSpec
@@ -50,16 +51,15 @@ def load_verified(artifact_path: str | Path, key_env: str | None = None) -> Arti
     if not artifact.program.frozen:
         raise ArtifactError("the loaded program is not frozen", path=artifact.path)
     rendered_prompts = render_prompts(artifact.program)
-    for name, recorded in artifact.manifest["prompts"].items():  # older artifacts record no later steps
+    for name, recorded in artifact.meta.prompts.items():  # older artifacts record no later steps
         rendered = rendered_prompts[name]
-        if rendered["instructions_sha256"] != recorded["instructions_sha256"]:
+        if rendered["instructions_sha256"] != recorded.instructions_sha256:
             raise ArtifactError(f"step '{name}' instructions differ from the artifact's", path=artifact.path)
     return artifact
 
 
-def resolve_encoder(manifest: dict[str, Any], encoder: str | Encoder | None) -> Encoder:
-    """The encoder the artifact was compiled with; another one only when the user names it."""
-    recorded = manifest.get("fingerprints", {}).get("encoder")
+def resolve_encoder(recorded: str | None, encoder: str | Encoder | None) -> Encoder:
+    """The encoder the artifact was compiled with (``recorded``: its id), another one only when the user names it."""
     if isinstance(encoder, Encoder):
         return encoder
     if encoder is not None:
@@ -84,15 +84,15 @@ def resolve_encoder(manifest: dict[str, Any], encoder: str | Encoder | None) -> 
     return enc
 
 
-def resolve_corpus(manifest: dict[str, Any], corpus: str | Path | Corpus | None, corpus_format: str | None) -> Corpus:
+def resolve_corpus(recorded: CorpusRecord, corpus: str | Path | Corpus | None, corpus_format: str | None) -> Corpus:
+    """The corpus given, else the one the artifact was compiled on."""
     if isinstance(corpus, Corpus):
         return corpus
-    spec = manifest.get("task_spec", {}).get("corpus", {})
-    path = corpus if corpus is not None else spec.get("path")
+    path = corpus if corpus is not None else recorded.path
     if not path:
         raise ArtifactError("the manifest records no corpus path", field="task_spec.corpus.path",
                             hint="pass --corpus PATH")
-    fmt = corpus_format or spec.get("format") or "beir"
+    fmt = corpus_format or recorded.format or "beir"
     return read_corpus(path, fmt)
 
 
@@ -102,27 +102,26 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
                 top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
                 artifact_key_env: str | None = None) -> ProductionInputs:
     artifact = load_verified(artifact_path, artifact_key_env)
-    manifest = artifact.manifest
-    chunk = chunk_size if chunk_size is not None else int(manifest.get("settings", {}).get("chunk_size", 4))
+    meta = artifact.meta
+    chunk = chunk_size if chunk_size is not None else meta.settings.chunk_size
     for name, value, low in (("queries_per_doc", queries_per_doc, 1), ("top_k", top_k, 1), ("chunk_size", chunk, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
-    docs = resolve_corpus(manifest, corpus, corpus_format)
-    enc = resolve_encoder(manifest, encoder)
+    docs = resolve_corpus(meta.task_spec.corpus, corpus, corpus_format)
+    enc = resolve_encoder(meta.fingerprints.encoder, encoder)
     index = CorpusIndex.load_or_build(docs, enc, index_dir or default_index_dir(docs, enc))
-    fps = manifest.get("fingerprints", {})
-    if docs.fingerprint == fps.get("corpus") and enc.id == fps.get("encoder") and index.fingerprint != fps.get("index"):
+    fps = meta.fingerprints
+    if docs.fingerprint == fps.corpus and enc.id == fps.encoder and index.fingerprint != fps.index:
         raise ConfigError("the index does not match the artifact's, though corpus and encoder do",
                           path=index_dir, hint="delete the cached index folder so it is rebuilt")
-    if docs.fingerprint != fps.get("corpus"):
+    if docs.fingerprint != fps.corpus:
         logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
     return ProductionInputs(artifact, docs, enc, index, UnitSettings(queries_per_doc, top_k, chunk))
 
 
-def _recorded_sampling(manifest: dict[str, Any]) -> dict[str, Any]:
+def _recorded_sampling(meta: Manifest) -> dict[str, Any]:
     """The generator's sampling settings recorded at compile time (part of what the program was tuned with)."""
-    info = manifest.get("lms", {}).get("generator") or {}
-    sampling = {"temperature": info.get("temperature"), "max_tokens": info.get("max_tokens")}
+    sampling = {"temperature": meta.generator.temperature, "max_tokens": meta.generator.max_tokens}
     try:
         LMSpec(**sampling)
     except ValidationError as exc:
@@ -130,32 +129,31 @@ def _recorded_sampling(manifest: dict[str, Any]) -> dict[str, Any]:
     return sampling
 
 
-def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
+def _artifact_generator(meta: Manifest) -> LMSpec:
     """The artifact's own generator, taken only when it is a registry model that runs in this process.
 
     A served model's address and key variable are never taken from an artifact: a file cannot decide where
     document text and the user's key are sent. Nor is a GGUF path (a file could name any file to load).
     """
-    info = manifest.get("lms", {}).get("generator") or {}
-    sampling = _recorded_sampling(manifest)
-    model = info.get("model") or "embedded"
+    info = meta.generator
+    sampling = _recorded_sampling(meta)
+    model = info.model or "embedded"
     if model == "scripted":
         raise ConfigError("the artifact was compiled with the scripted test LM, which production cannot reach",
                           field="lms.generator", hint="pass --generator MODEL[@API_BASE] (or 'embedded')")
-    embedded = info.get("embedded")
-    name = embedded.get("name") if isinstance(embedded, dict) else None
+    name = (info.embedded or {}).get("name")
     if name in EMBEDDED_MODELS:
         return LMSpec(model=f"{EMBEDDED}:{name}", **sampling)
-    if not info:
+    if not info.model_dump(exclude_none=True):  # no generator recorded
         return LMSpec(model=EMBEDDED, **sampling)
-    where = f" at {sanitize_api_base(info.get('api_base'))}" if info.get("api_base") else ""
+    where = f" at {sanitize_api_base(info.api_base)}" if info.api_base else ""
     raise ConfigError(f"the artifact was compiled with generator {str(model)[:80]!r}{where}; production takes a "
                       "served model, its address and its key only from the command line", field="generator",
                       hint="pass --generator MODEL@http://HOST:PORT/v1 (and --api-key-env VAR for a key), "
                            "or --generator embedded")
 
 
-def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.LM | None,
+def resolve_generator(meta: Manifest, generator: str | LMSpec | dspy.LM | None,
                       api_key_env: str | None = None, *, timeout: float | None = None,
                       retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
     """The generator LM and its secret-free description: the artifact's (in-process) unless one is given.
@@ -169,9 +167,9 @@ def resolve_generator(manifest: dict[str, Any], generator: str | LMSpec | dspy.L
         spec = generator
     elif isinstance(generator, str):
         flag = parse_lm_flag(generator)
-        spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(manifest))
+        spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(meta))
     else:
-        spec = _artifact_generator(manifest)
+        spec = _artifact_generator(meta)
     changes = {"api_key_env": api_key_env, "timeout": timeout, "retries": retries}
     try:
         spec = LMSpec.model_validate({**spec.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
