@@ -23,12 +23,11 @@ from syntra_dspy.errors import LMOutputError
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.loop import UsageProbe
 from syntra_dspy.optimizers.no_refinement import NoRefinement
-from syntra_dspy.optimizers.report import Attempt, CompileReport, LoopReport
 from syntra_dspy.optimizers.annotation_check import annotation_check
+from syntra_dspy.optimizers.report import Attempt, LoopReport
 from syntra_dspy.optimizers.self_improve import SelfImprove, _score, clean_text
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
-from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 
 logger = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from dspy.utils.exceptions import AdapterParseError
 
 from syntra_dspy.errors import ConfigError, LMOutputError
 from syntra_dspy.optimizers import judge_stage as js
-from syntra_dspy.optimizers.annotation_check import annotation_check
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.optimizers.definition_check import example_specific_terms
+from syntra_dspy.optimizers.annotation_check import annotation_check
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
+from syntra_dspy.optimizers.definition_check import example_specific_terms
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
 from syntra_dspy.optimizers.query_measures import measure_problems, measure_queries
 from syntra_dspy.optimizers.report import CompileReport, Evaluation, LoopReport
