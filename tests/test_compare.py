@@ -95,7 +95,8 @@ def test_an_improving_strategy_ranks_above_one_that_does_not(compared):
     assert by["self-improve"].rank < by["none"].rank and result.ranked()[-1].strategy == "none"
     # the unrefined writer's questions are rejected in code (the examples are claims): no query to score
     assert by["self-improve"].metrics["query_score"] == 3 and by["none"].metrics["query_score"] == 0
-    assert result.ranking.key == "kappa" and "Ranking rule: binary Cohen" in (compared["root"] / "out" / "comparison.md").read_text()
+    report = (compared["root"] / "out" / "comparison.md").read_text()
+    assert result.ranking.key == "kappa" and "Ranking rule: binary Cohen" in report
     # the cheaper of two equally good strategies ranks first
     assert by["self-improve"].compile_cost["total_tokens"] < by["gepa"].compile_cost["total_tokens"]
     assert by["self-improve"].rank < by["gepa"].rank

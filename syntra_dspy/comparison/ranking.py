@@ -1,10 +1,11 @@
 """How ``syntra compare`` orders strategies, and the sentence its report uses to say so.
 
 The rule, first that applies: the configured downstream measure (e.g. nDCG@10, nDCG@20) when it was measured (a
-strategy whose records could not train a model ranks below every measured one); otherwise agreement beyond chance with the reference labels (binary Cohen's kappa), since on label
-sets dominated by negatives raw accuracy rewards an annotator that calls everything negative; otherwise the mean
-of the verifier's held-out scores. Ties go to the higher verifier mean, then to the cheaper compile (fewer tokens),
-then to the order the strategies were given in.
+strategy whose records could not train a model ranks below every measured one); otherwise agreement beyond
+chance with the reference labels (binary Cohen's kappa), since on label sets dominated by negatives raw accuracy
+rewards an annotator that calls everything negative; otherwise the mean of the verifier's held-out scores. Ties
+go to the higher verifier mean, then to the cheaper compile (fewer tokens), then to the order the strategies
+were given in.
 """
 
 from __future__ import annotations
