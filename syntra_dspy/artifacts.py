@@ -85,6 +85,12 @@ def compute_version(program_json: bytes, manifest: dict[str, Any]) -> str:
     return _sha256(program_json + b"\n" + canonical_json(record))[:12]
 
 
+def with_ids(program_json: bytes, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its program id and version id set from the content (how every compile seals one)."""
+    manifest = {**manifest, "program_id": compute_program_id(program_json, manifest)}
+    return {**manifest, "version": compute_version(program_json, manifest)}
+
+
 @dataclass(frozen=True)
 class Artifact:
     """A verified artifact: its frozen program, manifest, version and checksum."""
@@ -147,8 +153,7 @@ def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str
         program.save(str(tmp / "program.json"))
         program_json = (tmp / "program.json").read_bytes()
         manifest = {**manifest, "schema_version": SCHEMA_VERSION, "kind": KIND, "prompts": render_prompts(program)}
-        manifest["program_id"] = compute_program_id(program_json, manifest)
-        manifest["version"] = compute_version(program_json, manifest)
+        manifest = with_ids(program_json, manifest)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n",
                                            encoding="utf-8")
         lines = "".join(f"{_sha256((tmp / name).read_bytes())}  {name}\n" for name in PAYLOAD)
