@@ -41,7 +41,7 @@ def calibration_samples(artifact_path: str) -> list:
 
     inputs = load_inputs(artifact_path)
     program, s = inputs.artifact.program, inputs.artifact.manifest["settings"]
-    lm, _ = resolve_generator(inputs.artifact.manifest, None)
+    lm, _ = resolve_generator(inputs.artifact.meta, None)
     prepare_lm(lm)
     source = IndexCandidates(inputs.corpus, inputs.encoder, inputs.index)
     material = calibration_set(program.state.examples, source, k=s["annotation_candidates"],
@@ -81,7 +81,7 @@ def written_on_subset(artifact_path: str, candidates: list, queries: int, log) -
     keep = list(dict.fromkeys(c.query_id for c in candidates))[:queries]
     subset = [c for c in candidates if c.query_id in keep]
     inputs = load_inputs(artifact_path)
-    lm, _ = resolve_generator(inputs.artifact.manifest, None)
+    lm, _ = resolve_generator(inputs.artifact.meta, None)
     prepare_lm(lm)
     judge = RelevanceJudge(inputs.artifact.program, mode="written")
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):

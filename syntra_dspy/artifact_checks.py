@@ -16,11 +16,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from syntra_dspy.errors import ArtifactError
+from syntra_dspy.manifest import Manifest
 from syntra_dspy.programs.components import ComponentState
-from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, TaskDefinition
 
 #: The keys DSPy's ``Predict.dump_state`` writes for a step without a bound LM; anything else is refused.
 _STEP_KEYS = frozenset({"traces", "train", "demos", "signature", "lm"})
@@ -53,73 +53,9 @@ def check_folder_name(path: Path, version: str) -> None:
 # ── manifest.json ──
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class PromptRecord(_Open):
-    instructions_sha256: str
-    system_prompt_sha256: str
-    system_prompt: str
-
-
-class ManifestSettings(_Open):
-    """The compile settings production reads back (the rest are kept as recorded)."""
-
-    max_doc_chars: int = Field(1500, ge=1)
-    chunk_size: int = Field(4, ge=1)
-    selection_tau: float = Field(0.6, gt=0, le=1)
-    seed: int = 42
-
-
-class CorpusRecord(_Open):
-    path: str | None = None
-    format: str | None = None
-
-
-class TaskSpecRecord(_Open):
-    corpus: CorpusRecord = CorpusRecord()
-
-
-class AttemptRecord(_Open):
-    number: int
-    instruction: str
-    score: float | None = None
-    passed: bool = False
-
-
-class LoopRecord(_Open):
-    """One adaptation loop of the compile history (``LoopReport.to_dict()``)."""
-
-    name: str
-    attempts: list[AttemptRecord]
-    kept: int = Field(ge=1)
-    passed: bool = False
-    stop_reason: str | None = None
-
-
-class Manifest(_Open):
-    """The shape of ``manifest.json`` that the package relies on; other keys are kept as they are."""
-
-    kind: str
-    schema_version: int
-    version: str
-    task: str = Field(pattern=TASK_NAME_PATTERN, max_length=TASK_NAME_MAX)
-    prompts: dict[str, PromptRecord]
-    task_definition: TaskDefinition
-    task_spec: TaskSpecRecord = TaskSpecRecord()
-    settings: ManifestSettings = ManifestSettings()
-    lms: dict[str, dict[str, Any] | None] = {}
-    fingerprints: dict[str, str | None] = {}
-    history: list[LoopRecord] = []
-    usage: dict[str, Any] = {}
-    sample: dict[str, Any] = {}
-    strategy: str | None = None
-    seconds: float | None = None
-
-
-def check_manifest(data: Any, *, path: Path, steps: tuple[str, ...], added: frozenset[str] = frozenset()) -> None:
-    """Raise ArtifactError naming the first field of ``manifest.json`` that does not have the expected shape.
+def check_manifest(data: Any, *, path: Path, steps: tuple[str, ...], added: frozenset[str] = frozenset()
+                   ) -> Manifest:
+    """The typed manifest, or ArtifactError naming the first field of ``manifest.json`` without the expected shape.
 
     ``added`` names steps newer than some committed artifacts, whose manifests record no prompt for them."""
     if not isinstance(data, dict):
@@ -137,6 +73,7 @@ def check_manifest(data: Any, *, path: Path, steps: tuple[str, ...], added: froz
         if loop.kept > len(loop.attempts):
             raise ArtifactError(f"loop {loop.name!r} keeps attempt {loop.kept} of {len(loop.attempts)}", path=path,
                                 field=f"history.{n}.kept")
+    return manifest
 
 
 # ── program.json ──

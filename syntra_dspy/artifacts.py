@@ -1,8 +1,10 @@
 """Versioned, checksummed, never-overwritten artifacts of compiled synthesis programs.
 
 Layout: ``<root>/<task>/<version>/{program.json, manifest.json, checksums.sha256}``. ``program.json`` is DSPy's
-own saved state; the version id is derived from the content; loading verifies everything and returns a
-frozen program whose rendered prompts equal the ones recorded at compile time.
+own saved state. The program id derives from the program and what shapes it; the version id from that and the
+compile's own record (history, usage, time), so every compile is kept and compiles with the same outcome share a
+program id. Loading verifies everything and returns a frozen program whose rendered prompts equal the ones
+recorded at compile time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import dspy
 
 from syntra_dspy.artifact_checks import check_folder, check_folder_name, check_manifest, check_program_state
 from syntra_dspy.errors import ArtifactError, ConfigError
+from syntra_dspy.manifest import Manifest
 from syntra_dspy.programs.synthesis import LATER_STEPS, STEP_NAMES, SynthesisProgram, step_adapter
 from syntra_dspy.signing import SIGNATURE, check_signature, sign_artifact
 from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN
@@ -34,8 +37,9 @@ KIND = "syntra-dspy/synthesis-program"
 CHECKSUMS = "checksums.sha256"
 PAYLOAD = ("program.json", "manifest.json")
 ALLOWED_FILES = frozenset({*PAYLOAD, CHECKSUMS, SIGNATURE})
-# Manifest keys that describe *how long* or *when*, not *what*: left out of the version id.
-_VOLATILE = {"version", "created_at", "seconds", "usage", "history"}
+# Manifest keys that describe one compile (*when*, *how long*, *how*), not the program it made: left out of the
+# program id, so two compiles with the same outcome share it.
+_VOLATILE = {"version", "program_id", "created_at", "seconds", "usage", "history", "record"}
 
 
 def _sha256(data: bytes) -> str:
@@ -65,9 +69,26 @@ def render_prompts(program: SynthesisProgram) -> dict[str, dict[str, str]]:
     return out
 
 
-def compute_version(program_json: bytes, manifest: dict[str, Any]) -> str:
+def compute_program_id(program_json: bytes, manifest: dict[str, Any]) -> str:
+    """What the compile made: the saved program and everything that shapes it, not the compile's own record."""
     identity = {k: v for k, v in manifest.items() if k not in _VOLATILE}
     return _sha256(program_json + b"\n" + canonical_json(identity))[:12]
+
+
+def compute_version(program_json: bytes, manifest: dict[str, Any]) -> str:
+    """One compile's id: the program and its whole record (history, usage, time), so a recompile with the same
+    outcome is written beside the first, not hidden behind it. Artifacts written before program ids existed
+    (no ``program_id`` in the manifest) used the program id as their version."""
+    if "program_id" not in manifest:
+        return compute_program_id(program_json, manifest)
+    record = {k: v for k, v in manifest.items() if k != "version"}
+    return _sha256(program_json + b"\n" + canonical_json(record))[:12]
+
+
+def with_ids(program_json: bytes, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its program id and version id set from the content (how every compile seals one)."""
+    manifest = {**manifest, "program_id": compute_program_id(program_json, manifest)}
+    return {**manifest, "version": compute_version(program_json, manifest)}
 
 
 @dataclass(frozen=True)
@@ -76,7 +97,8 @@ class Artifact:
 
     path: Path
     program: SynthesisProgram
-    manifest: dict[str, Any]
+    manifest: dict[str, Any]  # as written (for display and export)
+    meta: Manifest  # the same, typed and validated once: what the package reads
 
     @property
     def version(self) -> str:
@@ -85,6 +107,11 @@ class Artifact:
     @property
     def task(self) -> str:
         return self.manifest["task"]
+
+    @property
+    def program_id(self) -> str:
+        """Shared by every compile that made this same program (older artifacts: their version)."""
+        return self.meta.program_identity
 
     @property
     def checksum(self) -> str:
@@ -126,14 +153,14 @@ def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str
         program.save(str(tmp / "program.json"))
         program_json = (tmp / "program.json").read_bytes()
         manifest = {**manifest, "schema_version": SCHEMA_VERSION, "kind": KIND, "prompts": render_prompts(program)}
-        manifest["version"] = compute_version(program_json, manifest)
+        manifest = with_ids(program_json, manifest)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n",
                                            encoding="utf-8")
         lines = "".join(f"{_sha256((tmp / name).read_bytes())}  {name}\n" for name in PAYLOAD)
         (tmp / CHECKSUMS).write_text(lines, encoding="utf-8")
         final = root / task / manifest["version"]
         if final.exists():
-            # Same content, same version: the existing directory is kept untouched and returned.
+            # The very same record (program, history, usage and time): the existing directory is kept and returned.
             verify_artifact(final)
             logger.info("version %s already exists with the same content; kept it unchanged", final)
             return final
@@ -151,7 +178,11 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
     This proves integrity (the files were written together by some compile and not changed since), not
     authorship: anyone with this package can produce a consistent artifact. Only a signature says who.
     """
-    path = Path(path)
+    return _verified(Path(path), key_env)[0]
+
+
+def _verified(path: Path, key_env: str | None) -> tuple[dict[str, Any], Manifest]:
+    """The checks of :func:`verify_artifact`; the manifest as written and as validated (once)."""
     if not (path / CHECKSUMS).is_file():
         raise ArtifactError("not an artifact directory (no checksums.sha256)", path=path)
     check_folder(path, ALLOWED_FILES)
@@ -181,14 +212,17 @@ def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str
         raise ArtifactError(f"unsupported schema_version {manifest.get('schema_version')!r} "
                             f"(this syntra-dspy reads {SCHEMA_VERSION})", path=path / "manifest.json",
                             field="schema_version")
-    check_manifest(manifest, path=path / "manifest.json", steps=STEP_NAMES, added=LATER_STEPS)
-    expected = compute_version((path / "program.json").read_bytes(), manifest)
+    meta = check_manifest(manifest, path=path / "manifest.json", steps=STEP_NAMES, added=LATER_STEPS)
+    program_json = (path / "program.json").read_bytes()
+    expected = compute_version(program_json, manifest)
     if manifest.get("version") != expected:
         raise ArtifactError("version id does not match the content", path=path / "manifest.json", field="version")
+    if "program_id" in manifest and manifest["program_id"] != compute_program_id(program_json, manifest):
+        raise ArtifactError("program id does not match the content", path=path / "manifest.json", field="program_id")
     check_folder_name(path, manifest["version"])
     if key_env is not None:
         check_signature(path, CHECKSUMS, key_env)
-    return manifest
+    return manifest, meta
 
 
 def _read_json(file: Path) -> Any:
@@ -202,10 +236,9 @@ def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
     """Verify, check that program.json holds only instructions and components, rebuild the program from code
     plus program.json, check its prompts, and freeze it. ``key_env`` also requires a team signature."""
     path = Path(path)
-    manifest = verify_artifact(path, key_env=key_env)
+    manifest, meta = _verified(path, key_env)
     # The settings the program checks its outputs with, as compiled (an older manifest lacks some: their defaults).
-    settings = manifest.get("settings", {})
-    program = SynthesisProgram(**{k: settings[k] for k in ("max_doc_chars", "near_duplicate") if k in settings})
+    program = SynthesisProgram(max_doc_chars=meta.settings.max_doc_chars, near_duplicate=meta.settings.near_duplicate)
     state = _read_json(path / "program.json")
     check_program_state(state, path=path / "program.json",
                         fields={name: len(getattr(program, name).signature.fields) for name in STEP_NAMES},
@@ -216,11 +249,11 @@ def load_artifact(path: str | Path, *, key_env: str | None = None) -> Artifact:
         raise ArtifactError(f"program.json does not fit this version's synthesis program: {exc}",
                             path=path / "program.json") from None
     rendered = render_prompts(program)
-    for name, recorded in manifest["prompts"].items():
-        if rendered.get(name, {}).get("system_prompt_sha256") != recorded["system_prompt_sha256"]:
+    for name, recorded in meta.prompts.items():
+        if rendered.get(name, {}).get("system_prompt_sha256") != recorded.system_prompt_sha256:
             raise ArtifactError(f"step '{name}' would send a different prompt than the one recorded at compile time",
                                 path=path, hint="install the syntra-dspy version named in the manifest")
-    return Artifact(path=path, program=program.freeze(), manifest=manifest)
+    return Artifact(path=path, program=program.freeze(), manifest=manifest, meta=meta)
 
 
 def sign(path: str | Path, key_env: str) -> Path:
@@ -239,22 +272,31 @@ def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
             continue
         loops = {h["name"]: h for h in m.get("history", [])}
         rows.append({
-            "task": m.get("task"), "version": m.get("version"), "created_at": m.get("created_at"),
+            "task": m.get("task"), "version": m.get("version"), "program_id": m.get("program_id") or m.get("version"),
+            "created_at": m.get("created_at"),
             "strategy": m.get("strategy"), "path": str(manifest_path.parent),
             "passed": ",".join(f"{n}={'y' if h.get('passed') else 'n'}" for n, h in loops.items()),
         })
     return rows
 
 
-def component_texts(manifest: dict[str, Any], program_json: dict[str, Any]) -> dict[str, str]:
-    comp = program_json.get("components", {})
-    definition = comp.get("task_definition") or {}
-    return {
+def component_texts(program: SynthesisProgram) -> dict[str, str]:
+    """The adapted components as text, including any whole-step instruction an optimizer wrote."""
+    state = program.state
+    definition = state.task_definition.model_dump(mode="json") if state.task_definition else {}
+    texts = {
         "task_definition": "\n".join(f"{k}: {v}" for k, v in sorted(definition.items())),
-        "idattr_guidance": comp.get("idattr_guidance", ""),
-        "query_instruction": comp.get("query_instruction", ""),
-        "annotation_instruction": comp.get("annotation_instruction", ""),
+        "idattr_guidance": state.idattr_guidance,
+        "query_instruction": state.query_instruction,
+        "annotation_instruction": state.annotation_instruction,
     }
+    texts.update({f"{step} (whole-step instruction)": text for step, text in state.step_instructions.items()})
+    return texts
+
+
+def instruction_texts(program: SynthesisProgram) -> dict[str, str]:
+    """Components, then the instruction every step sends (composed from them): what ``artifacts diff`` compares."""
+    return {**component_texts(program), **{f"{name} prompt": text for name, text in program.instructions().items()}}
 
 
 def diff_texts(old: str, new: str, old_name: str, new_name: str) -> str:
@@ -263,14 +305,11 @@ def diff_texts(old: str, new: str, old_name: str, new_name: str) -> str:
 
 
 def diff_artifacts(a: str | Path, b: str | Path) -> str:
-    """Unified diff of every adapted component between two artifacts."""
-    texts = []
-    for path in (Path(a), Path(b)):
-        manifest = verify_artifact(path)
-        texts.append(component_texts(manifest, json.loads((path / "program.json").read_text(encoding="utf-8"))))
+    """Unified diff of every adapted component and every step's instruction between two artifacts."""
+    old, new = (instruction_texts(load_artifact(path).program) for path in (a, b))
     out = []
-    for key in texts[0]:
-        d = diff_texts(texts[0][key], texts[1][key], f"{a}:{key}", f"{b}:{key}")
+    for key in dict.fromkeys([*old, *new]):
+        d = diff_texts(old.get(key, ""), new.get(key, ""), f"{a}:{key}", f"{b}:{key}")
         out.append(d if d else f"= {key}: unchanged\n")
     return "".join(out)
 

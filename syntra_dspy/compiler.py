@@ -104,8 +104,10 @@ def compile_task(
         ComponentState(task_definition=spec.task_definition, examples=pairs) if spec.task_definition else None,
         max_doc_chars=settings.max_doc_chars, near_duplicate=settings.near_duplicate,
     )
-    program, report = optimizer.run(student, trainset=pairs, documents=[corpus[i] for i in sample_ids],
-                                    candidates=IndexCandidates(corpus, enc, index))
+    # Through the Teleprompter entry point, so DSPy's compile callbacks see it; the report comes separately.
+    program = optimizer.compile(student, trainset=pairs, documents=[corpus[i] for i in sample_ids],
+                                candidates=IndexCandidates(corpus, enc, index))
+    report = optimizer.report
     manifest = {
         "task": spec.name,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -125,6 +127,7 @@ def compile_task(
         },
         "sample": {"selected": n_selected, "documents": sample_ids},
         "history": [loop.to_dict() for loop in report.loops],
+        "record": optimizer.compile_record(),
         "usage": meter.snapshot(),
         "seconds": round(time.perf_counter() - started, 1),
     }

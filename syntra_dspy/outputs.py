@@ -86,3 +86,14 @@ def atomic_write_text(path: str | Path, text: str, *, mode: int = 0o644) -> Path
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def shown_path(path: object) -> str:
+    """A path as the report shows it: relative to the working directory when it lies below it or beside it
+    (``../shared/...``), so a report committed with a repository does not name one machine's folders."""
+    text = str(path)
+    try:
+        relative = os.path.relpath(Path(text).resolve(), Path.cwd().resolve())
+    except ValueError:  # another drive
+        return text
+    return relative if Path(relative).parts[:2].count("..") < 2 else text

@@ -113,8 +113,10 @@ def test_same_content_is_never_overwritten(compiled, tmp_path):
     root = tmp_path / "root"
     first = save_artifact(compiled.program, dict(compiled.manifest), root)
     before = (first / "manifest.json").read_bytes()
-    again = save_artifact(compiled.program, {**compiled.manifest, "created_at": "later"}, root)
-    assert again == first and (first / "manifest.json").read_bytes() == before
+    assert save_artifact(compiled.program, dict(compiled.manifest), root) == first  # the very same record
+    again = save_artifact(compiled.program, {**compiled.manifest, "created_at": "later"}, root)  # another compile
+    assert again != first and (first / "manifest.json").read_bytes() == before
+    assert load_artifact(again).program_id == load_artifact(first).program_id
 
 
 def test_list_show_and_diff(compiled, tmp_path, capsys):

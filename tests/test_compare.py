@@ -95,7 +95,8 @@ def test_an_improving_strategy_ranks_above_one_that_does_not(compared):
     assert by["self-improve"].rank < by["none"].rank and result.ranked()[-1].strategy == "none"
     # the unrefined writer's questions are rejected in code (the examples are claims): no query to score
     assert by["self-improve"].metrics["query_score"] == 3 and by["none"].metrics["query_score"] == 0
-    assert by["self-improve"].overall > by["none"].overall
+    report = (compared["root"] / "out" / "comparison.md").read_text()
+    assert result.ranking.key == "kappa" and "Ranking rule: binary Cohen" in report
     # the cheaper of two equally good strategies ranks first
     assert by["self-improve"].compile_cost["total_tokens"] < by["gepa"].compile_cost["total_tokens"]
     assert by["self-improve"].rank < by["gepa"].rank
@@ -125,6 +126,7 @@ def test_reports_name_every_artifact_version(compared):
         assert f"`{r.version}`" in md and r.version in json.dumps(data)
     assert data["ranking"] == [r.strategy for r in result.ranked()]
     assert "| 1 | self-improve |" in md and "binary κ" in md and "training-label precision" in md
+    assert "- human, reviews: recorded terminal session `" in md and "- human, calibration labels: none" in md
 
 
 def test_report_paths_are_relative_to_the_working_directory(tmp_path, monkeypatch):
@@ -145,8 +147,8 @@ def test_a_replayed_comparison_reproduces_every_artifact(compared, tmp_path, mon
                                index_dir=compared["root"] / "index", settings=SETTINGS,
                                heldout=HeldoutOptions(docs=3), chart=False,
                                strategy_options={"human": {"feedback": compared["root"] / "feedback.jsonl"}})
-    first = {r.strategy: r.version for r in compared["result"].strategies}
-    assert {r.strategy: r.version for r in again.strategies} == {"human": first["human"], "none": first["none"]}
+    first = {r.strategy: r.program_id for r in compared["result"].strategies}
+    assert {r.strategy: r.program_id for r in again.strategies} == {"human": first["human"], "none": first["none"]}
     assert "annotation" not in again.strategies[0].metrics and not (tmp_path / "out" / "comparison.png").exists()
 
 
@@ -180,6 +182,7 @@ def test_cli_compare_prints_the_table_and_writes_reports(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("argv, message", [
     (["--strategies", "none,magic"], "unknown strategy magic"),
     (["--strategies", "none", "--human-feedback", "f.jsonl"], "--human-feedback is only used by the 'human'"),
+    (["--strategies", "none", "--human-labels", "q.tsv"], "--human-labels is only used by the 'human'"),
     (["--strategies", "none", "--downstream"], "--downstream needs an evaluation dataset"),
 ])
 def test_cli_compare_refuses_bad_options_with_a_fix(argv, message, capsys):

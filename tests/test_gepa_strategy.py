@@ -42,8 +42,9 @@ def test_gepa_improves_every_stage_and_saves_a_loadable_artifact(tmp_path, fast_
     assert GUIDANCE_MARK in program.extract.signature.instructions
     assert STYLE_MARK in program.write.signature.instructions
     assert LENIENT_MARK in program.annotate.signature.instructions
-    # the components keep the drafts GEPA started from; the steps carry what production sends
+    # the drafts GEPA started from stay as they were; GEPA's whole-step texts are components of their own
     assert STYLE_MARK not in program.state.query_instruction
+    assert STYLE_MARK in program.state.step_instructions["write"]
     history = {h["name"]: h for h in loaded.manifest["history"]}
     assert history["task_definition"]["stop_reason"] == "not_evaluated"
     for stage in ("idattr", "query_instruction", "annotation_instruction"):
@@ -86,3 +87,24 @@ def test_metric_follows_gepas_five_argument_contract_and_memoises():
     again = metric(dspy.Example(), pred)
     assert first.score == again.score == pytest.approx(2 / 3) and first.feedback == "needs claims"
     assert judged == ["a"]
+
+
+def test_gepa_instructions_live_in_the_components_that_diff_and_prompts_read(tmp_path, fast_encoder):  # noqa: F811
+    from syntra_dspy.artifacts import diff_artifacts, render_prompts
+    from syntra_dspy.cli import main
+
+    from helpers import compile_mini
+
+    gepa, _ = compile_gepa(tmp_path / "g")
+    none, _ = compile_mini(tmp_path / "n", strategy="none", index_dir=tmp_path / "g" / "index")
+    # the components hold GEPA's text, and recomposing them gives exactly the prompts production sends
+    steps = gepa.program.state.step_instructions
+    assert LENIENT_MARK in steps["annotate"] and STYLE_MARK in steps["write"] and GUIDANCE_MARK in steps["extract"]
+    rebuilt = gepa.program.with_components(query_instruction=gepa.program.state.query_instruction)
+    assert render_prompts(rebuilt) == gepa.manifest["prompts"]
+    # and the diff of a `none` and a `gepa` artifact shows the prompts GEPA changed
+    text = diff_artifacts(none.path, gepa.path)
+    added = [line for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    for mark in (LENIENT_MARK, STYLE_MARK, GUIDANCE_MARK):
+        assert any(mark in line for line in added), mark
+    assert main(["artifacts", "diff", str(none.path), str(gepa.path)]) == 0

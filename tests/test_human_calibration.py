@@ -101,7 +101,7 @@ def test_decisions_drive_the_loops(recorded):
 def test_replay_reproduces_the_artifact_exactly(recorded, tmp_path, monkeypatch):
     replayed, brain = compile_human(tmp_path, monkeypatch, feedback=recorded["feedback"])
     original = recorded["artifact"]
-    assert replayed.version == original.version
+    assert replayed.program_id == original.program_id
     assert (replayed.path / "program.json").read_bytes() == (original.path / "program.json").read_bytes()
     assert load_artifact(replayed.path).program.instructions() == original.program.instructions()
     assert brain.calls == recorded["brain"].calls
@@ -147,7 +147,7 @@ def test_an_interrupted_session_resumes_where_its_file_ends(recorded, tmp_path, 
     shown = io.StringIO()
     resumed, _ = compile_human(tmp_path, monkeypatch, feedback=partial, record=tmp_path / "whole.jsonl",
                                terminal=TerminalReviewer(io.StringIO(typed), shown))
-    assert resumed.version == recorded["artifact"].version
+    assert resumed.program_id == recorded["artifact"].program_id
     assert "task_definition · attempt" not in shown.getvalue()  # replayed, not asked again
     whole = [e.decision() for e in read_feedback(tmp_path / "whole.jsonl")]
     assert whole == [e.decision() for e in read_feedback(recorded["feedback"])]

@@ -215,10 +215,10 @@ def test_refuses_an_artifact_that_does_not_verify(mini, minilm, tmp_path):
 
 
 def test_encoder_must_match_the_artifacts_unless_named():
-    manifest = {"fingerprints": {"encoder": "all-MiniLM-L6-v2@0000000000000000"}}
+    recorded = "all-MiniLM-L6-v2@0000000000000000"
     with pytest.raises(ConfigError, match="--encoder"):
-        resolve_encoder(manifest, None)
-    assert resolve_encoder(manifest, "all-MiniLM-L6-v2").name == "all-MiniLM-L6-v2"
+        resolve_encoder(recorded, None)
+    assert resolve_encoder(recorded, "all-MiniLM-L6-v2").name == "all-MiniLM-L6-v2"
 
 
 def test_a_second_writer_is_locked_out(baseline, tmp_path):

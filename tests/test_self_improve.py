@@ -131,7 +131,7 @@ def test_the_graded_loop_fails_an_annotator_that_calls_everything_relevant(tmp_p
 
 
 def test_a_definition_drawn_from_one_example_is_caught_in_code():
-    from syntra_dspy.optimizers.self_improve import example_specific_terms
+    from syntra_dspy.optimizers.definition_check import example_specific_terms
     from syntra_dspy.programs.components import FewShotPair
     from syntra_dspy.task import TaskDefinition
 
@@ -144,6 +144,25 @@ def test_a_definition_drawn_from_one_example_is_caught_in_code():
                              relevance_definition="Relevant if it reports evidence that supports or refutes the claim.")
     assert set(example_specific_terms(narrow, pairs)) >= {"radiation", "exposure", "breast", "cancer"}
     assert example_specific_terms(general, pairs) == []
+
+
+def test_task_words_come_from_the_task_not_from_a_domain_list():
+    """An insurance task: 'claims' is the one example's word here, and a word of the document type is the task's."""
+    from syntra_dspy.optimizers.definition_check import example_specific_terms
+    from syntra_dspy.programs.components import FewShotPair
+    from syntra_dspy.task import TaskDefinition
+
+    pairs = [FewShotPair(query="Are flood claims for a basement covered?", positive_text="Basement flood claims under "
+                         "the homeowner policy."),
+             FewShotPair(query="Is hail damage to a roof covered?", positive_text="Roof repair after hail."),
+             FewShotPair(query="Does theft from a car count?", positive_text="Vehicle theft and contents cover.")]
+    narrow = TaskDefinition(query_type="policyholder question", doc_type="adjuster memo",
+                            relevance_definition="Relevant if it settles flood claims for a basement.")
+    assert set(example_specific_terms(narrow, pairs)) == {"flood", "claims", "basement"}
+    framed = TaskDefinition(query_type="policyholder question", doc_type="adjuster memo on homeowner policy",
+                            relevance_definition="Relevant if the adjuster memo rules on the homeowner policy asked "
+                                                 "about.")
+    assert example_specific_terms(framed, pairs) == []
 
 
 def test_clean_text_drops_looping_sentences_but_keeps_structure():

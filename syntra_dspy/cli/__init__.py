@@ -23,12 +23,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _COMMANDS:
+        module_name = f"syntra_dspy.cli.{name}_cmd"
         try:
-            module = importlib.import_module(f"syntra_dspy.cli.{name}_cmd")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name == f"syntra_dspy.cli.{name}_cmd":
-                continue
-            raise
+            if exc.name != module_name:
+                raise  # a dependency of the subcommand: its own message says what to install
+            raise ImportError(f"the '{name}' subcommand's module {module_name} is missing: this syntra-dspy "
+                              "installation is incomplete; reinstall it (pip install --force-reinstall syntra-dspy, "
+                              "or pip install -e . in a checkout)") from exc
         module.register(sub)
     return parser
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,21 +43,21 @@ def _list(args: argparse.Namespace) -> int:
         print(f"no artifacts under {args.root}")
         return 0
     for r in rows:
-        print(f"{r['task']}/{r['version']}  {r['created_at']}  {r['strategy']:<13} {r['passed']}")
+        print(f"{r['task']}/{r['version']}  program {r['program_id']}  {r['created_at']}  {r['strategy']:<13} "
+              f"{r['passed']}")
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    from syntra_dspy.artifacts import component_texts, verify_artifact
+    from syntra_dspy.artifacts import component_texts, load_artifact
     from syntra_dspy.cli.compile_cmd import summary
 
-    manifest = verify_artifact(args.path)
+    artifact = load_artifact(args.path)
     if args.json:
-        print(json.dumps(manifest, indent=2, ensure_ascii=False))
+        print(json.dumps(artifact.manifest, indent=2, ensure_ascii=False))
         return 0
-    print(summary(manifest, args.path))
-    program = json.loads((Path(args.path) / "program.json").read_text(encoding="utf-8"))
-    for name, text in component_texts(manifest, program).items():
+    print(summary(artifact.meta, args.path))
+    for name, text in component_texts(artifact.program).items():
         print(f"\n== {name} ==\n{text or '(empty)'}")
     return 0
 

@@ -7,7 +7,14 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from syntra_dspy.cli.compile_cmd import add_compile_flags, lm_overrides, lm_timeout, settings_from_args
+from syntra_dspy.cli.compile_cmd import (
+    add_compile_flags,
+    add_human_label_flags,
+    human_label_options,
+    lm_overrides,
+    lm_timeout,
+    settings_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare", help="compare optimizer strategies (none, self-improve, human, gepa) on one task",
         description="Compile the task once per strategy (same seeds, same trial samples) and score every "
                     "artifact on the same held-out material: verifier scores on fresh documents, annotation "
-                    "agreement with human labels, compile cost, optionally downstream nDCG@10.")
+                    "agreement with human labels, compile cost, optionally a downstream retrieval measure "
+                    "(--downstream-measure; it then ranks the strategies).")
     p.add_argument("task", help="task YAML file")
     p.add_argument("--strategies", default="none,self-improve",
                    help="comma-separated strategies: none, self-improve, human, gepa (default: none,self-improve)")
@@ -25,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--record-feedback", metavar="FILE",
                    help="where an interactive human session is recorded (default: OUT/human-feedback-<time>.jsonl); "
                         "with --human-feedback, resume that session and record the whole of it here")
+    add_human_label_flags(p)
     p.add_argument("--heldout-qrels", metavar="Q",
                    help="reference labels: BEIR/TREC qrels (queries from the BEIR layout or --heldout-queries), "
                         "a beir:PATH:split spec, or a 'query, doc_id, label' file")
@@ -40,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="dataset for --downstream (default: the BEIR split of --heldout-qrels)")
     p.add_argument("--base-model", default="all-MiniLM-L6-v2", help="model --downstream fine-tunes")
     p.add_argument("--downstream-docs", type=int, default=50, help="documents each strategy produces from")
+    p.add_argument("--downstream-measure", default="nDCG@10",
+                   help="ir_measures measure that ranks the strategies when --downstream runs (e.g. nDCG@20)")
     p.add_argument("--train-max-steps", type=int, default=None, help="cap training steps (smoke runs)")
     p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
@@ -76,8 +87,10 @@ def run(args: argparse.Namespace) -> int:
             options["human"] = {"feedback": args.human_feedback, "record": args.record_feedback}
         else:
             options["human"] = {"record": record}
-    elif args.human_feedback:
-        raise ConfigError("--human-feedback is only used by the 'human' strategy", field="strategies",
+        options["human"].update(human_label_options(args, human=True))
+    elif args.human_feedback or args.human_labels:
+        flag = "--human-feedback" if args.human_feedback else "--human-labels"
+        raise ConfigError(f"{flag} is only used by the 'human' strategy", field="strategies",
                           hint="add human to --strategies")
     if "gepa" in names and args.gepa_max_metric_calls:
         options["gepa"] = {"gepa": {"max_metric_calls": args.gepa_max_metric_calls}}
@@ -92,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             from syntra_dspy.training import TrainConfig
 
             train = TrainConfig(max_steps=args.train_max_steps)
-        downstream = DownstreamOptions(dataset=dataset, base=args.base_model, docs=args.downstream_docs, train=train)
+        downstream = DownstreamOptions(dataset=dataset, base=args.base_model, docs=args.downstream_docs, train=train,
+                                       measure=args.downstream_measure)
     heldout = HeldoutOptions(docs=args.heldout_docs, qrels=args.heldout_qrels, queries=args.heldout_queries,
                              max_queries=args.heldout_max_queries, unjudged_k=args.unjudged_k, unjudged=args.unjudged)
     result = compare_strategies(spec, strategies=names, out=out, artifacts=args.artifacts,

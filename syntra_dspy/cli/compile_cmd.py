@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from syntra_dspy.manifest import Manifest, StageUsage
 from syntra_dspy.optimizers.settings import CompileSettings
 
 _SETTING_FLAGS = {
@@ -39,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="human strategy: replay this recorded session (no person needed)")
     p.add_argument("--record-feedback", metavar="FILE", default=None,
                    help="human strategy: record the session here (with --human-feedback: resume it)")
+    add_human_label_flags(p)
     p.add_argument("--out", default="artifacts", help="artifact root (default: artifacts/)")
     add_compile_flags(p)
     p.set_defaults(func=run)
@@ -82,32 +84,52 @@ def lm_overrides(args: argparse.Namespace) -> dict[str, list[str]]:
     return {role: getattr(args, role) for role in ("generator", "verifier", "refiner") if getattr(args, role, None)}
 
 
+def add_human_label_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--human-labels", metavar="FILE", default=None,
+                   help="human strategy: calibrate the annotation loop on judgments people made: BEIR/TREC qrels, a "
+                        "beir:PATH:split spec, or a 'query, doc_id, label' file (up to --calibration-queries queries)")
+    p.add_argument("--human-label-queries", metavar="FILE", default=None,
+                   help="query texts for --human-labels qrels outside a BEIR layout (queries.jsonl or id<TAB>text)")
+
+
+def human_label_options(args: argparse.Namespace, *, human: bool) -> dict[str, str]:
+    """The human strategy's label-file options from the command line (refused without that strategy)."""
+    if not args.human_labels:
+        return {}
+    if not human:
+        from syntra_dspy.errors import ConfigError
+
+        raise ConfigError("--human-labels belongs to the human strategy", field="human-labels",
+                          hint="use --strategy human (compare: add human to --strategies)")
+    return {"labels": args.human_labels, "label_queries": args.human_label_queries}
+
+
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.compiler import compile_task
 
-    extra = {}
+    extra: dict = human_label_options(args, human=args.strategy == "human")
     if args.human_feedback or args.record_feedback:
         if args.strategy != "human":
             from syntra_dspy.errors import ConfigError
 
             raise ConfigError("--human-feedback and --record-feedback belong to --strategy human")
-        extra = {"feedback": args.human_feedback, "record": args.record_feedback}
+        extra.update({"feedback": args.human_feedback, "record": args.record_feedback})
     artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings_from_args(args),
                             lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args),
                             encoder=args.encoder, index_dir=args.index_dir,
                             optimizer_kwargs=extra)
-    print(summary(artifact.manifest, artifact.path))
+    print(summary(artifact.meta, artifact.path))
     return 0
 
 
-def summary(manifest: dict, path) -> str:
-    lines = [f"artifact {manifest['task']}/{manifest['version']} written to {path}",
-             f"strategy {manifest['strategy']}, {manifest['seconds']} s"]
-    usage = manifest.get("usage", {})
-    for loop in manifest.get("history", []):
-        scores = ", ".join("-" if a["score"] is None else f"{a['score']:g}" for a in loop["attempts"])
-        u = usage.get(loop["name"], {})
-        lines.append(f"  {loop['name']:<24} scores [{scores}] kept #{loop['kept']} "
-                     f"{'passed' if loop['passed'] else loop['stop_reason']}; "
-                     f"{u.get('calls', 0)} calls, {u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tokens")
+def summary(meta: Manifest, path) -> str:
+    """The compile's outcome per loop: scores, the kept attempt, calls and tokens."""
+    lines = [f"artifact {meta.task}/{meta.version} (program {meta.program_identity}) written to {path}",
+             f"strategy {meta.strategy}, {meta.seconds} s"]
+    for loop in meta.history:
+        scores = ", ".join("-" if a.score is None else f"{a.score:g}" for a in loop.attempts)
+        u = meta.usage.get(loop.name) or StageUsage()
+        lines.append(f"  {loop.name:<24} scores [{scores}] kept #{loop.kept} "
+                     f"{'passed' if loop.passed else loop.stop_reason}; "
+                     f"{u.calls} calls, {u.prompt_tokens}+{u.completion_tokens} tokens")
     return "\n".join(lines)

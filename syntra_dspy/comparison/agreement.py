@@ -10,6 +10,7 @@ precision and recall (reported as ``unlabelled``).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -105,3 +106,43 @@ def label_agreement(gold: Sequence[str], pred: Sequence[str | None]) -> dict[str
     three = agreement(gold, pred, THREE_CLASS)
     return {"binary": binary.to_dict(), "three_class": three.to_dict(),
             "training_label_precision": training_label_precision(gold, pred)}
+
+
+def paired_kappa_bootstrap(gold: Sequence[str], groups: Sequence[str], a: Sequence[str | None],
+                           b: Sequence[str | None], *, rounds: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Binary kappa of annotator b minus annotator a on the same pairs, with a 95% interval from resampling the
+    groups (queries) with replacement: pairs of one query are not independent, so queries are the unit.
+
+    Labels are three-class or binary names (merged to relevant / not relevant); None (unlabelled) is left out of
+    kappa, as in :func:`agreement`. ``p_b_not_better`` is the share of resamples where b does not beat a.
+    """
+    gold_b = [to_binary(g) if g not in BINARY else g for g in gold]
+
+    def binary(pred: Sequence[str | None]) -> list[str | None]:
+        return [None if p is None else p if p in BINARY else to_binary(p) for p in pred]
+
+    pa, pb = binary(a), binary(b)
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+
+    def kappa(idx: Sequence[int], pred: Sequence[str | None]) -> float | None:
+        keep = [i for i in idx if pred[i] is not None]
+        return cohen_kappa([gold_b[i] for i in keep], [pred[i] for i in keep], BINARY) if keep else None
+
+    everything = list(range(len(gold_b)))
+    ka, kb = kappa(everything, pa), kappa(everything, pb)
+    rng = random.Random(seed)
+    names = list(by_group)
+    diffs = []
+    for _ in range(rounds):
+        idx = [i for g in (rng.choice(names) for _ in names) for i in by_group[g]]
+        x, y = kappa(idx, pa), kappa(idx, pb)
+        if x is not None and y is not None:
+            diffs.append(y - x)
+    diffs.sort()
+    lo = diffs[int(0.025 * len(diffs))] if diffs else None
+    hi = diffs[min(len(diffs) - 1, int(0.975 * len(diffs)))] if diffs else None
+    p = sum(d <= 0 for d in diffs) / len(diffs) if diffs else None
+    return {"kappa_a": ka, "kappa_b": kb, "difference": None if ka is None or kb is None else kb - ka,
+            "ci95": [lo, hi], "p_b_not_better": p, "rounds": len(diffs)}

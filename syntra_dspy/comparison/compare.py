@@ -23,8 +23,10 @@ from syntra_dspy.comparison.heldout import (
     load_judgements,
 )
 from syntra_dspy.comparison.report import shown_path
+from syntra_dspy.comparison.ranking import RankingRule, rank
 from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.manifest import Manifest
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.task import TaskSpec, load_task
 
@@ -44,8 +46,11 @@ class StrategyResult:
     scoring_cost: dict[str, Any] = field(default_factory=dict)
     downstream: dict[str, Any] | None = None
     quality: dict[str, float] = field(default_factory=dict)
-    overall: float | None = None
+    overall: float | None = None  # the value the ranking rule ordered by
     rank: int = 0
+    kappa_vs_reference: dict[str, Any] | None = None  # binary kappa minus self-improve's, paired bootstrap CI
+    program_id: str = ""  # shared by compiles that made the same program (the version is this compile's own)
+    human_decisions: dict[str, Any] = field(default_factory=dict)  # where labels and reviews came from
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -59,41 +64,43 @@ class ComparisonResult:
     settings: dict[str, Any]
     baseline: dict[str, Any] | None = None
     outputs: dict[str, str] = field(default_factory=dict)
+    ranking: RankingRule | None = None
+    measure: str | None = None  # the downstream measure configured (None: no downstream check)
 
     def ranked(self) -> list[StrategyResult]:
         return sorted(self.strategies, key=lambda r: r.rank)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "settings": self.settings, "heldout": self.heldout, "baseline": self.baseline,
-                "ranking": [r.strategy for r in self.ranked()], "strategies": [r.to_dict() for r in self.ranked()],
+                "ranking": [r.strategy for r in self.ranked()],
+                "ranking_rule": self.ranking.to_dict() if self.ranking else None, "measure": self.measure,
+                "strategies": [r.to_dict() for r in self.ranked()],
                 "outputs": self.outputs}
 
 
-def compile_cost(manifest: dict[str, Any]) -> dict[str, Any]:
-    """LLM calls, tokens and wall time a compile spent, summed over its stages."""
-    usage = manifest.get("usage", {}) or {}
-    total = {k: sum(int(s.get(k, 0)) for s in usage.values())
+def compile_cost(meta: Manifest) -> dict[str, Any]:
+    """LLM calls, tokens and wall time this compile spent, summed over its stages."""
+    total = {k: sum(getattr(stage, k) for stage in meta.usage.values())
              for k in ("calls", "cached", "prompt_tokens", "completion_tokens")}
     total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
-    total["seconds"] = float(manifest.get("seconds", 0.0))
+    total["seconds"] = float(meta.seconds or 0.0)
     return total
 
 
-def rank(results: Sequence[StrategyResult]) -> None:
-    """Order strategies: downstream nDCG@10 when measured, else the mean of the 0-1 quality metrics; ties go
-    to the cheaper compile (fewer tokens), then to the order the strategies were given in."""
-    for r in results:
-        r.quality = normalized_quality(r.metrics)
-        r.overall = sum(r.quality.values()) / len(r.quality) if r.quality else None
+def human_decisions(meta: Manifest) -> dict[str, Any]:
+    """Where a compile's human decisions came from: the label set and the review session (empty: none)."""
+    labels = meta.human_label_source()
+    reviews = meta.record.get("reviews")
+    out = {"labels": {k: v for k, v in labels.items() if k != "queries"}} if labels else {}
+    return {**out, "reviews": reviews} if reviews else out
 
-    def key(item: tuple[int, StrategyResult]) -> tuple:
-        n, r = item
-        ndcg = (r.downstream or {}).get("nDCG@10")
-        return (-(ndcg if ndcg is not None else -1.0), -(r.overall if r.overall is not None else -1.0),
-                r.compile_cost.get("total_tokens", 0), n)
 
-    for position, (_, r) in enumerate(sorted(enumerate(results), key=key), 1):
-        r.rank = position
+def calibration_queries(artifacts: Sequence[Artifact]) -> list[str]:
+    """Queries whose human labels calibrated a compile: held-out material must not score on them again."""
+    out: list[str] = []
+    for artifact in artifacts:
+        out += (artifact.meta.human_label_source() or {}).get("queries", [])
+    return out
 
 
 def parse_strategies(text: str | Sequence[str]) -> list[str]:
@@ -158,7 +165,7 @@ def compare_strategies(
                                               optimizer_kwargs=(strategy_options or {}).get(name)))
 
     seed = heldout.seed if heldout.seed is not None else settings.seed
-    used = {d for a in compiled for d in a.manifest.get("sample", {}).get("documents", [])}
+    used = {d for a in compiled for d in a.meta.sample.documents}
     pairs = compiler.resolve_examples(spec, corpus)
     used |= {p.positive_id for p in pairs if p.positive_id}
     selected = select_diverse(index, target=settings.selection_target, tau=settings.selection_tau, seed=settings.seed)
@@ -168,7 +175,8 @@ def compare_strategies(
     if heldout.qrels is not None:
         queries, labels = load_judgements(heldout.qrels, queries=heldout.queries)
         items = annotation_items(queries, labels, corpus=corpus, search=IndexCandidates(corpus, enc, index).search,
-                                 exclude_queries=[p.query for p in pairs], options=heldout, seed=seed + 2)
+                                 exclude_queries=[p.query for p in pairs] + calibration_queries(compiled),
+                                 options=heldout, seed=seed + 2)
         description["judgements"] = shown_path(heldout.qrels)
     material = HeldoutMaterial(tuple(docs), items, description)
 
@@ -181,20 +189,24 @@ def compare_strategies(
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
         results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,
-                                      compile_cost(artifact.manifest), metrics, cost))
+                                      compile_cost(artifact.meta), metrics, cost, program_id=artifact.program_id,
+                                      human_decisions=human_decisions(artifact.meta)))
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream
 
         baseline = run_downstream(spec, results, options=downstream, corpus=corpus, encoder=enc,
                                   index_dir=index_dir, lms=roles, out=out / "downstream")
-    rank(results)
+    measure = downstream.measure if downstream is not None else None
+    rule = rank(results, measure=measure)
+    for r in results:
+        r.quality = normalized_quality(r.metrics)
     result = ComparisonResult(spec.name, results, material.to_dict(),
                               {"strategies": names, "compile": settings.model_dump(mode="json"),
                                "heldout": {k: shown_path(v) if isinstance(v, Path) else v
                                            for k, v in heldout.__dict__.items()},
                                "lms": roles.describe() if hasattr(roles, "describe") else {}},
-                              baseline)
+                              baseline, ranking=rule, measure=measure)
     from syntra_dspy.comparison.report import write_reports
 
     write_reports(result, out, chart=chart)

@@ -94,6 +94,13 @@ def _gain_class(gain: int) -> str | None:
     return "positive" if gain >= 1 else "hard_negative" if gain == 0 else None
 
 
+def is_label_file(path: Path) -> bool:
+    """True for a ``query, doc_id, label`` file (by suffix or header), False for BEIR/TREC qrels."""
+    first = path.read_text(encoding="utf-8-sig").split("\n", 1)[0].lower()
+    return path.suffix.lower() in (".csv", ".jsonl", ".json") or first.replace(",", "\t").split("\t")[:3] == [
+        "query", "doc_id", "label"]
+
+
 def load_judgements(spec: str | Path, *, queries: str | Path | None = None) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """``(queries {qid: text}, labels {qid: {doc_id: class}})`` from a qrels file, dataset spec or label file."""
     text = str(spec)
@@ -106,9 +113,7 @@ def load_judgements(spec: str | Path, *, queries: str | Path | None = None) -> t
     if not path.is_file():
         raise InputError("held-out judgements not found", path=path,
                          hint="give BEIR/TREC qrels, a beir:PATH:split spec, or a 'query, doc_id, label' file")
-    first = path.read_text(encoding="utf-8-sig").split("\n", 1)[0].lower()
-    if path.suffix.lower() in (".csv", ".jsonl", ".json") or first.replace(",", "\t").split("\t")[:3] == [
-            "query", "doc_id", "label"]:
+    if is_label_file(path):
         qtexts: dict[str, str] = {}
         labels: dict[str, dict[str, str]] = {}
         for pair in read_label_file(path):

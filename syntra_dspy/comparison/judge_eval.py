@@ -14,7 +14,6 @@ document, so a long run resumes where it stopped and two judges can be compared 
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -130,38 +129,13 @@ def score_judge(candidates: Sequence[JudgedCandidate], rows: Sequence[dict[str, 
 def paired_kappa_difference(candidates: Sequence[JudgedCandidate], a: Sequence[dict | None], b: Sequence[dict | None],
                             *, rounds: int = 2000, seed: int = 0) -> dict[str, float | None]:
     """Binary kappa of judge b minus judge a, with a 95% bootstrap interval over queries (paired: same candidates)."""
-    from syntra_dspy.comparison.agreement import cohen_kappa, to_binary
+    from syntra_dspy.comparison.agreement import paired_kappa_bootstrap
 
-    def binary(rows: Sequence[dict | None]) -> list[str | None]:
-        return [None if r is None or r["judgment"] is None else to_binary(label_class(r["judgment"]["label"]))
-                for r in rows]
+    def classes(rows: Sequence[dict | None]) -> list[str | None]:
+        return [None if r is None or r["judgment"] is None else label_class(r["judgment"]["label"]) for r in rows]
 
-    gold = [to_binary(c.gold) for c in candidates]
-    pa, pb = binary(a), binary(b)
-    by_query: dict[str, list[int]] = {}
-    for i, c in enumerate(candidates):
-        by_query.setdefault(c.query_id, []).append(i)
-
-    def kappa(idx: Sequence[int], pred: Sequence[str | None]) -> float | None:
-        keep = [i for i in idx if pred[i] is not None]
-        return cohen_kappa([gold[i] for i in keep], [pred[i] for i in keep], ("relevant", "non_relevant"))
-
-    everything = list(range(len(candidates)))
-    ka, kb = kappa(everything, pa), kappa(everything, pb)
-    rng = random.Random(seed)
-    queries = list(by_query)
-    diffs = []
-    for _ in range(rounds):
-        idx = [i for q in (rng.choice(queries) for _ in queries) for i in by_query[q]]
-        x, y = kappa(idx, pa), kappa(idx, pb)
-        if x is not None and y is not None:
-            diffs.append(y - x)
-    diffs.sort()
-    lo = diffs[int(0.025 * len(diffs))] if diffs else None
-    hi = diffs[min(len(diffs) - 1, int(0.975 * len(diffs)))] if diffs else None
-    p = sum(d <= 0 for d in diffs) / len(diffs) if diffs else None
-    return {"kappa_a": ka, "kappa_b": kb, "difference": None if ka is None or kb is None else kb - ka,
-            "ci95": [lo, hi], "p_b_not_better": p, "rounds": len(diffs)}
+    return paired_kappa_bootstrap([c.gold for c in candidates], [c.query_id for c in candidates], classes(a),
+                                  classes(b), rounds=rounds, seed=seed)
 
 
 def reliability_chart(candidates: Sequence[JudgedCandidate], judged: dict[str, Sequence[dict | None]],
@@ -250,7 +224,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     rows_by_judge: dict[str, list[dict | None]] = {}
     for n, inputs in enumerate(loaded):
         art = inputs.artifact
-        lm, lm_info = resolve_generator(art.manifest, generator, api_key_env)
+        lm, lm_info = resolve_generator(art.meta, generator, api_key_env)
         prepare_lm(lm)
         for mode in (judges if n == 0 or compare_judges is None else compare_judges):
             judge = RelevanceJudge(art.program, mode=mode)  # type: ignore[arg-type]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import DependencyError
-from syntra_dspy.outputs import atomic_write_text
+from syntra_dspy.outputs import atomic_write_text, shown_path
 
 
 def _f(value: Any, places: int = 3) -> str:
@@ -17,17 +16,6 @@ def _f(value: Any, places: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{places}f}"
     return str(value)
-
-
-def shown_path(path: Any) -> str:
-    """A path as the report shows it: relative to the working directory when it lies below it or beside it
-    (``../shared/...``), so a report committed with a repository does not name one machine's folders."""
-    text = str(path)
-    try:
-        relative = os.path.relpath(Path(text).resolve(), Path.cwd().resolve())
-    except ValueError:  # another drive
-        return text
-    return relative if Path(relative).parts[:2].count("..") < 2 else text
 
 
 def _calls(cost: dict[str, Any]) -> str:
@@ -39,17 +27,28 @@ def _ann(metrics: dict[str, Any], scheme: str, key: str) -> Any:
     return ((metrics.get("annotation") or {}).get(scheme) or {}).get(key)
 
 
+def _kappa_diff(r: Any) -> str:
+    diff = r.kappa_vs_reference
+    if not diff or diff.get("difference") is None:
+        return "—"
+    lo, hi = diff["ci95"]
+    return f"{diff['difference']:+.3f} [{_f(lo)}, {_f(hi)}]"
+
+
 def markdown(result: Any) -> str:
-    """The headline table (one row per strategy, best first), per-class label quality, and the artifacts."""
+    """The headline table (one row per strategy, best first), the ranking rule, per-class label quality, and the
+    artifacts."""
     ranked = result.ranked()
     with_labels = any(r.metrics.get("annotation") for r in ranked)
-    with_ndcg = any(r.downstream for r in ranked)
+    measure = getattr(result, "measure", None)
+    with_downstream = bool(measure) and any(r.downstream for r in ranked)
     head = ["rank", "strategy", "artifact", "identifiers 0-3", "queries 0-3"]
     if with_labels:
-        head += ["binary acc", "binary κ", "3-class acc", "3-class κ"]
-    if with_ndcg:
-        head += ["nDCG@10"]
-    head += ["overall", "LLM calls", "tokens", "compile s"]
+        head += ["binary κ", "κ − self-improve [95% CI]", "recall relevant", "recall not relevant", "binary acc",
+                 "3-class κ", "3-class acc"]
+    if with_downstream:
+        head += [measure]
+    head += ["LLM calls", "tokens", "compile s"]
     lines = [f"# Strategy comparison: {result.task}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in ranked:
@@ -57,22 +56,28 @@ def markdown(result: Any) -> str:
         row = [str(r.rank), r.strategy, f"`{r.version}`", _f(r.metrics.get("idattr_score"), 2),
                _f(r.metrics.get("query_score"), 2)]
         if with_labels:
-            row += [_f(_ann(r.metrics, "binary", "accuracy")), _f(_ann(r.metrics, "binary", "kappa")),
-                    _f(_ann(r.metrics, "three_class", "accuracy")), _f(_ann(r.metrics, "three_class", "kappa"))]
-        if with_ndcg:
-            row += [_f((r.downstream or {}).get("nDCG@10"), 4)]
-        row += [_f(r.overall), _calls(cost), str(cost.get("total_tokens", 0)),
-                _f(cost.get("seconds"), 1)]
+            per = (r.metrics.get("annotation") or {}).get("binary", {}).get("per_class", {})
+            row += [_f(_ann(r.metrics, "binary", "kappa")), _kappa_diff(r),
+                    _f(per.get("relevant", {}).get("recall"), 2), _f(per.get("non_relevant", {}).get("recall"), 2),
+                    _f(_ann(r.metrics, "binary", "accuracy")), _f(_ann(r.metrics, "three_class", "kappa")),
+                    _f(_ann(r.metrics, "three_class", "accuracy"))]
+        if with_downstream:
+            row += [_f((r.downstream or {}).get(measure), 4)]
+        row += [_calls(cost), str(cost.get("total_tokens", 0)), _f(cost.get("seconds"), 1)]
         lines.append("| " + " | ".join(row) + " |")
-    if result.baseline:
-        lines += ["", (f"Untrained base model `{result.baseline.get('model')}`: nDCG@10 "
-                       f"{_f(result.baseline.get('nDCG@10'), 4)} on {result.baseline.get('dataset')}.")]
+    if result.ranking is not None:
+        lines += ["", f"Ranking rule: {result.ranking.describe()}."]
+    if with_labels:
+        lines += ["", "κ − self-improve: each strategy's binary κ minus self-improve's on the same held-out pairs, "
+                      "with a 95% paired bootstrap interval over queries."]
+    if result.baseline and measure:
+        lines += ["", (f"Untrained base model `{result.baseline.get('model')}`: {measure} "
+                       f"{_f(result.baseline.get(measure), 4)} on {result.baseline.get('dataset')}.")]
     held = result.heldout
     lines += ["", (f"Held-out material `{held.get('fingerprint')}`: {len(held.get('documents', []))} fresh documents "
                    f"(none used by any compile), {held.get('pairs', 0)} labelled pairs over {held.get('queries', 0)} "
                    f"queries ({held.get('judgements', 'no judgements given')}; unjudged retrieved candidates count "
-                   f"as {held.get('unjudged_policy')}). Scores are the verifier's 0-3 per document (mean); "
-                   "'overall' is the mean of the 0-1 quality columns (verifier scores / 3, label accuracies). "
+                   f"as {held.get('unjudged_policy')}). Scores are the verifier's 0-3 per document (mean). "
                    "Compile tokens count only the calls DSPy's cache did not answer; cached calls are shown.")]
     if with_labels:
         lines += ["", "## Label quality per class (precision / recall)", "",
@@ -86,8 +91,21 @@ def markdown(result: Any) -> str:
             lines.append(f"| {r.strategy} | " + " | ".join(cells) +
                          f" | {_f(ann.get('training_label_precision'), 2)} | "
                          f"{(ann.get('three_class') or {}).get('unlabelled', 0)} |")
-    lines += ["", "## Artifacts", "", "| strategy | version | checksum | path |", "|---|---|---|---|"]
-    lines += [f"| {r.strategy} | `{r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |" for r in ranked]
+    decided = [r for r in ranked if r.human_decisions]
+    if decided:
+        lines += ["", "## Where human decisions came from", ""]
+        for r in decided:
+            labels, reviews = r.human_decisions.get("labels"), r.human_decisions.get("reviews")
+            if labels:
+                where = f" `{labels['path']}`" if labels.get("path") else ""
+                count = f", {labels['pairs']} pairs" if labels.get("pairs") else ""
+                lines.append(f"- {r.strategy}, calibration labels: {labels['source']}{where}{count}")
+            if reviews:
+                lines.append(f"- {r.strategy}, reviews: {reviews['source']} `{reviews['file']}`, reviewer "
+                             f"{reviews['reviewer']}")
+    lines += ["", "## Artifacts", "", "| strategy | version | program id | checksum | path |", "|---|---|---|---|---|"]
+    lines += [f"| {r.strategy} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |"
+              for r in ranked]
     return "\n".join(lines) + "\n"
 
 
@@ -103,20 +121,22 @@ def draw_chart(result: Any, path: str | Path) -> Path:
                               hint="pip install 'syntra-dspy[plot]' (or matplotlib>=3.8)") from None
     ranked = result.ranked()
     metrics = list(dict.fromkeys(k for r in ranked for k in r.quality))
-    if any(r.downstream for r in ranked):
-        metrics.append("nDCG@10 (downstream)")
+    measure = getattr(result, "measure", None)
+    downstream = f"{measure} (downstream)" if measure and any(r.downstream for r in ranked) else None
+    if downstream:
+        metrics.append(downstream)
     labels = [f"{r.strategy}\n{r.version}" for r in ranked]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 1]})
     width = 0.8 / max(1, len(metrics))
     for m, name in enumerate(metrics):
-        values = [(r.downstream or {}).get("nDCG@10") if name.startswith("nDCG") else r.quality.get(name)
-                  for r in ranked]
+        values = [(r.downstream or {}).get(measure) if name == downstream else r.quality.get(name) for r in ranked]
         xs = [i + (m - (len(metrics) - 1) / 2) * width for i in range(len(ranked))]
         left.bar(xs, [v if v is not None else 0 for v in values], width, label=name)
     left.set_xticks(range(len(ranked)), labels, fontsize=8)
-    left.set_ylim(0, 1.25)
-    left.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
-    left.set_ylabel("score (0-1)")
+    low = min([0.0, *(v for r in ranked for v in r.quality.values())])
+    left.set_ylim(low - 0.05 if low < 0 else 0, 1.25)
+    left.set_yticks([t / 5 for t in range(int(low * 5) - (low < 0), 6)])
+    left.set_ylabel("score (verifier 0-1, κ -1 to 1)")
     left.set_title(f"{result.task}: held-out quality (best first)")
     left.legend(fontsize=7, loc="upper center", ncol=min(3, max(1, len(metrics))), frameon=False)
     right.bar(range(len(ranked)), [r.compile_cost.get("total_tokens", 0) for r in ranked], color="grey")

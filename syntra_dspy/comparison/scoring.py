@@ -120,16 +120,15 @@ def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk
 
 
 def normalized_quality(metrics: dict[str, Any]) -> dict[str, float]:
-    """The metrics that rank strategies, each on 0-1 (verifier scores divided by 3)."""
+    """The quality metrics the chart shows: verifier scores on 0-1 (divided by 3) and binary kappa (-1 to 1).
+
+    Raw label accuracy is left out: on label sets dominated by negatives it rewards calling everything negative."""
     out: dict[str, float] = {}
     if metrics.get("idattr_score") is not None:
         out["identifiers (verifier)"] = metrics["idattr_score"] / 3
     if metrics.get("query_score") is not None:
         out["queries (verifier)"] = metrics["query_score"] / 3
-    annotation = metrics.get("annotation")
-    if annotation:
-        if annotation["binary"]["accuracy"] is not None:
-            out["labels, binary accuracy"] = annotation["binary"]["accuracy"]
-        if annotation["three_class"]["accuracy"] is not None:
-            out["labels, 3-class accuracy"] = annotation["three_class"]["accuracy"]
+    kappa = ((metrics.get("annotation") or {}).get("binary") or {}).get("kappa")
+    if kappa is not None:
+        out["labels, binary κ"] = kappa
     return out

@@ -16,7 +16,7 @@ Queries the run ranks but the qrels do not judge are never scored; an empty rank
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from syntra_dspy.errors import ConfigError, DependencyError
@@ -128,6 +128,3 @@ def score_run(
     ordered = {q: {n: values[n] for n in names if n in values} for q, values in per_query.items()}
     return {n: aggregate[n] for n in names}, ordered
 
-
-def measure_names(measures: Sequence[object]) -> list[str]:
-    return [str(m) for m in measures]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from syntra_dspy.optimizers.annotation_check import annotation_check
 from syntra_dspy.optimizers.calibration import LabelledPair, read_label_file
 from syntra_dspy.optimizers.gepa import GEPASettings, GEPAStrategy
 from syntra_dspy.optimizers.human import FeedbackMismatchError, HumanCalibration, read_feedback
 from syntra_dspy.optimizers.loop import RefinementLoop, Review, ReviewRequest
 from syntra_dspy.optimizers.no_refinement import NoRefinement
 from syntra_dspy.optimizers.report import Attempt, CompileReport, Evaluation, LoopReport
-from syntra_dspy.optimizers.self_improve import SelfImprove, fewshot_positive_check
+from syntra_dspy.optimizers.self_improve import SelfImprove
 from syntra_dspy.optimizers.settings import CompileSettings
 
 STRATEGIES = {"self-improve": SelfImprove, "none": NoRefinement, "human": HumanCalibration, "gepa": GEPAStrategy}
@@ -30,7 +31,7 @@ __all__ = [
     "Review",
     "ReviewRequest",
     "SelfImprove",
-    "fewshot_positive_check",
+    "annotation_check",
     "read_feedback",
     "read_label_file",
 ]

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import csv
 import io
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from syntra_dspy.jsonl import json_objects
-from syntra_dspy.errors import InputError, LMOutputError
+from syntra_dspy.errors import InputError
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.signatures.types import label_class
-
-logger = logging.getLogger(__name__)
 
 LabelClass = Literal["positive", "hard_negative", "easy_negative"]
 CLASSES: tuple[LabelClass, ...] = ("positive", "hard_negative", "easy_negative")
@@ -137,17 +134,9 @@ def run_calibration(program, pairs: Sequence[LabelledPair], *, chunk_size: int) 
     by_query: dict[str, list[LabelledPair]] = {}
     for pair in pairs:
         by_query.setdefault(pair.query, []).append(pair)
-    trials = []
-    for query, group in by_query.items():
-        scores: list[int | None] = [None] * len(group)
-        for start in range(0, len(group), chunk_size):
-            chunk = group[start:start + chunk_size]
-            try:
-                scores[start:start + len(chunk)] = program.label_candidates(query, [p.text or "" for p in chunk])
-            except LMOutputError as exc:
-                logger.warning("calibration chunk failed for %r: %s", query[:60], exc)
-        trials.append(CalibrationTrial(query, group, scores))
-    return trials
+    return [CalibrationTrial(query, group, program.label_all(query, [p.text or "" for p in group],
+                                                            chunk_size=chunk_size))
+            for query, group in by_query.items()]
 
 
 def calibration_mismatches(trials: Sequence[CalibrationTrial], max_doc_chars: int = 600) -> str:

@@ -3,16 +3,16 @@
 GEPA (``dspy.GEPA``) evolves predictor instructions by reflecting on traces with textual feedback. Here
 each SYNTRA stage becomes one GEPA run over the synthesis steps that stage adapts (extraction; planning and
 writing; annotation), and the metrics are SYNTRA's: the LLM verifier's 0-3 score (scaled to 0-1) with its
-feedback for extraction and queries, and the few-shot positive check (its mismatch explanation as feedback)
-for annotation. GEPA rewrites the steps' whole instructions, so its result lives in the steps' signatures
-(what ``program.json`` stores and production sends); the program's components keep the drafted texts GEPA
+feedback for extraction and queries, and the annotation check every strategy uses (known positives positive,
+random controls negative; its mismatch explanation as feedback) for annotation. GEPA rewrites the steps' whole
+instructions, so its result is a component of its own (``step_instructions``: the whole instruction of a step,
+in place of the one composed from the other components); the other components keep the drafted texts GEPA
 started from. The task definition is drafted once, as in the no-refinement strategy.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -23,11 +23,11 @@ from syntra_dspy.errors import LMOutputError
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.loop import UsageProbe
 from syntra_dspy.optimizers.no_refinement import NoRefinement
-from syntra_dspy.optimizers.report import Attempt, CompileReport, LoopReport
-from syntra_dspy.optimizers.self_improve import SelfImprove, _score, clean_text, fewshot_positive_check
+from syntra_dspy.optimizers.annotation_check import annotation_check
+from syntra_dspy.optimizers.report import Attempt, LoopReport
+from syntra_dspy.optimizers.self_improve import SelfImprove, _score, clean_text
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
-from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 
 logger = logging.getLogger(__name__)
@@ -92,17 +92,8 @@ class QueryStage(_StageModule):
 
 class AnnotationStage(_StageModule):
     def forward(self, index: int) -> dspy.Prediction:
-        example, ids, texts, pos = self.hidden.data[index]
-        chunk = self.hidden.data["_chunk"]
-        scores: list[int | None] = [None] * len(ids)
-        for start in range(0, len(ids), chunk):
-            part = texts[start:start + chunk]
-            try:
-                scores[start:start + len(part)] = self.hidden.program.label_candidates(example.query, part)
-            except LMOutputError as exc:
-                logger.warning("annotation chunk failed for %r: %s", example.query[:60], exc)
-        return dspy.Prediction(trial=tr.LabelTrial(example, ids, scores, pos),
-                               instruction=self.annotate.signature.instructions)
+        (trial,) = tr.label_cases(self.hidden.program, [self.hidden.data[index]], chunk_size=self.hidden.data["_chunk"])
+        return dspy.Prediction(trial=trial, instruction=self.annotate.signature.instructions)
 
 
 class _Metric:
@@ -121,27 +112,8 @@ class _Metric:
         return dspy.Prediction(score=score, feedback=feedback)
 
 
-def candidate_lists(examples: Sequence[FewShotPair], source: tr.CandidateSource, *, k: int, seed: int
-                    ) -> list[tuple[FewShotPair, list[str], list[str], int]]:
-    """Retrieved candidates per few-shot query with its positive among them (as ``trials.run_labels`` does)."""
-    rng = random.Random(seed)
-    out = []
-    for ex in examples:
-        found = source.candidates(ex.query, k)
-        ids, texts = [d for d, _ in found], [t for _, t in found]
-        if ex.positive_id is not None and ex.positive_id in ids:
-            pos = ids.index(ex.positive_id)
-        else:
-            pos = rng.randrange(min(k, len(ids) + 1))
-            ids.insert(pos, ex.positive_id or "(example positive)")
-            texts.insert(pos, ex.positive_text)
-            ids, texts = ids[:k], texts[:k]
-        out.append((ex, ids, texts, pos))
-    return out
-
-
 class GEPAStrategy(SelfImprove):
-    """Compiles with ``dspy.GEPA`` per stage, scored by SYNTRA's verifier and few-shot positive check."""
+    """Compiles with ``dspy.GEPA`` per stage, scored by SYNTRA's verifier and the shared annotation check."""
 
     strategy = "gepa"
     adapt_task_definition = NoRefinement.adapt_task_definition  # drafted once, not refined
@@ -150,29 +122,20 @@ class GEPAStrategy(SelfImprove):
                  author: Any = None, gepa: GEPASettings | dict[str, Any] | None = None) -> None:
         super().__init__(settings=settings, lms=lms, meter=meter, author=author)
         self.gepa = gepa if isinstance(gepa, GEPASettings) else GEPASettings(**(gepa or {}))
-        self.overrides: dict[str, str] = {}
 
     def get_params(self) -> dict[str, Any]:
         return {**super().get_params(), "gepa": self.gepa.model_dump(mode="json")}
 
-    def run(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair],
-            documents: Sequence[tr.TrialDocument], candidates: tr.CandidateSource | None
-            ) -> tuple[SynthesisProgram, CompileReport]:
-        self.overrides = {}
-        program, report = super().run(student, trainset=trainset, documents=documents, candidates=candidates)
-        return self.with_overrides(program), report
-
-    def with_overrides(self, program: SynthesisProgram) -> SynthesisProgram:
-        """A copy whose steps send GEPA's instructions (set through ``with_instructions``, so save() keeps them)."""
-        clone = program.deepcopy()
-        for name, text in self.overrides.items():
-            step = getattr(clone, name)
-            step.signature = step.signature.with_instructions(text)
-        return clone
+    @staticmethod
+    def adopt(program: SynthesisProgram, texts: dict[str, str]) -> SynthesisProgram:
+        """A copy that sends GEPA's whole-step instructions: they become components, so ``program.json``, the
+        rendered prompts and ``syntra artifacts diff`` all read them, and later ``with_components`` keeps them."""
+        return program.with_components(step_instructions={**program.state.step_instructions, **texts})
 
     # -- one GEPA run per stage ------------------------------------------------------------------------------
     def _optimize(self, name: str, stage: _StageModule, examples: list[dspy.Example], metric: _Metric,
-                  threshold: float) -> LoopReport:
+                  threshold: float) -> tuple[LoopReport, dict[str, str]]:
+        """Run GEPA on one stage; return its report and the best candidate's instruction per step."""
         g = self.gepa
         optimizer = dspy.GEPA(metric=metric, max_metric_calls=g.max_metric_calls, reflection_lm=self.lms.refiner,
                               reflection_minibatch_size=g.reflection_minibatch_size, use_merge=g.use_merge,
@@ -182,8 +145,7 @@ class GEPAStrategy(SelfImprove):
         before = probe.read()
         with self._stage(name), dspy.context(lm=self.lms.generator, adapter=dspy.JSONAdapter()):
             best = optimizer.compile(stage, trainset=examples)
-        for step, pred in best.named_predictors():
-            self.overrides[step] = pred.signature.instructions
+        texts = {step: pred.signature.instructions for step, pred in best.named_predictors()}
         results = best.detailed_results
         attempts = []
         for i, cand in enumerate(results.candidates):
@@ -195,7 +157,7 @@ class GEPAStrategy(SelfImprove):
         kept = results.best_idx + 1
         passed = attempts[kept - 1].passed
         return LoopReport(name, tuple(attempts), kept, passed, "passed" if passed else "attempt_limit", threshold,
-                          UsageProbe.diff(probe.read(), before))
+                          UsageProbe.diff(probe.read(), before)), texts
 
     def _gepa_kwargs(self) -> dict[str, Any]:
         if not self.gepa.stop_at_perfect:
@@ -227,12 +189,14 @@ class GEPAStrategy(SelfImprove):
                                    samples=tr.features_samples([pred.trial], with_documents=True))
 
             key = lambda pred: tr.features_samples([pred.trial], with_documents=True)
-            stage = ExtractionStage(self.with_overrides(program), ("extract",), {d.doc_id: d for d in documents})
+            stage = ExtractionStage(program.deepcopy(), ("extract",), {d.doc_id: d for d in documents})
             examples = [dspy.Example(doc_id=d.doc_id).with_inputs("doc_id") for d in documents]
-            report = self._optimize("idattr", stage, examples, _Metric(judge, key), self.settings.pass_threshold / 3)
+            report, texts = self._optimize("idattr", stage, examples, _Metric(judge, key),
+                                           self.settings.pass_threshold / 3)
+            program = self.adopt(program, texts)
         else:
             report = self._unoptimized("idattr", program)
-        features = self._generating(tr.run_extraction, self.with_overrides(program), documents)
+        features = self._generating(tr.run_extraction, program, documents)
         return program, features, report
 
     def adapt_query_instruction(self, program: SynthesisProgram, features: list[tr.FeatureTrial],
@@ -245,7 +209,7 @@ class GEPAStrategy(SelfImprove):
         program = program.with_components(query_instruction=initial)
         usable = [f for f in features if f.features is not None]
         if "query_instruction" not in self.gepa.stages or not usable:
-            return program, self._unoptimized("query_instruction", self.with_overrides(program))
+            return program, self._unoptimized("query_instruction", program)
         task = ctx.task_context(program.state.task_definition)
         golden = ctx.example_queries(program.state.examples)
 
@@ -259,10 +223,10 @@ class GEPAStrategy(SelfImprove):
         key = lambda pred: f"{pred.trial.doc.doc_id}\n" + "\n".join(pred.trial.queries)
         data: dict[str, Any] = {f.doc.doc_id: f for f in usable}
         data["_per_doc"] = s.queries_per_doc
-        stage = QueryStage(self.with_overrides(program), ("plan", "write"), data)
+        stage = QueryStage(program.deepcopy(), ("plan", "write"), data)
         examples = [dspy.Example(doc_id=f.doc.doc_id).with_inputs("doc_id") for f in usable]
-        report = self._optimize("query_instruction", stage, examples, _Metric(judge, key), s.pass_threshold / 3)
-        return program, report
+        report, texts = self._optimize("query_instruction", stage, examples, _Metric(judge, key), s.pass_threshold / 3)
+        return self.adopt(program, texts), report
 
     def adapt_annotation_instruction(self, program: SynthesisProgram, candidates: tr.CandidateSource
                                      ) -> tuple[SynthesisProgram, LoopReport]:
@@ -271,22 +235,23 @@ class GEPAStrategy(SelfImprove):
             initial = program.state.annotation_instruction or self.draft_annotation_instruction(program)
         program = program.with_components(annotation_instruction=initial)
         if "annotation_instruction" not in self.gepa.stages:
-            return program, self._unoptimized("annotation_instruction", self.with_overrides(program))
+            return program, self._unoptimized("annotation_instruction", program)
         task = ctx.task_context(program.state.task_definition)
-        lists = candidate_lists(program.state.examples, candidates, k=s.annotation_candidates, seed=s.seed)
+        cases = tr.annotation_cases(program.state.examples, candidates, k=s.annotation_candidates, seed=s.seed,
+                                    controls=s.control_negatives)
 
         def judge(_: Any, pred: Any) -> tuple[float, str]:
-            ev = fewshot_positive_check([pred.trial], explain=lambda text: clean_text(self._call(
+            ev = annotation_check([pred.trial], explain=lambda text: clean_text(self._call(
                 "explain_mismatches", task_context=task, instruction=pred.instruction, mismatches=text).feedback))
-            return float(ev.score), ev.feedback or "The known positive was labelled positive."
+            return float(ev.score), ev.feedback or "The known positive was labelled positive and the controls negative."
 
         key = lambda pred: f"{pred.trial.example.query}\n{pred.trial.scores}"
-        data: dict[Any, Any] = dict(enumerate(lists))
+        data: dict[Any, Any] = dict(enumerate(cases))
         data["_chunk"] = s.chunk_size
-        stage = AnnotationStage(self.with_overrides(program), ("annotate",), data)
-        examples = [dspy.Example(index=i).with_inputs("index") for i in range(len(lists))]
-        report = self._optimize("annotation_instruction", stage, examples, _Metric(judge, key), 1.0)
-        return program, report
+        stage = AnnotationStage(program.deepcopy(), ("annotate",), data)
+        examples = [dspy.Example(index=i).with_inputs("index") for i in range(len(cases))]
+        report, texts = self._optimize("annotation_instruction", stage, examples, _Metric(judge, key), 1.0)
+        return self.adopt(program, texts), report
 
 
-__all__ = ["STAGE_STEPS", "GEPASettings", "GEPAStrategy", "candidate_lists"]
+__all__ = ["STAGE_STEPS", "GEPASettings", "GEPAStrategy"]

@@ -24,9 +24,11 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from syntra_dspy.jsonl import json_objects
+from syntra_dspy.outputs import shown_path
 from syntra_dspy.errors import ConfigError, InputError, SyntraError
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import LabelledPair, labels_text, parse_labels_text, with_texts
+from syntra_dspy.optimizers.human_labels import label_source, read_human_labels
 from syntra_dspy.optimizers.loop import Review, ReviewRequest
 from syntra_dspy.optimizers.report import CompileReport, Evaluation
 from syntra_dspy.optimizers.self_improve import SelfImprove
@@ -61,6 +63,7 @@ class FeedbackEvent:
     text: str
     shown_sha256: str
     time: str = ""
+    by: str = ""  # who sat at the terminal (recorded, not part of the decision)
 
     def decision(self) -> dict[str, Any]:
         """The part that determines the compiled artifact (no sequence number, no clock time)."""
@@ -84,7 +87,7 @@ def read_feedback(path: str | Path) -> list[FeedbackEvent]:
         if not isinstance(obj["attempt"], int) or not isinstance(obj["text"], str):
             raise InputError("attempt must be an integer and text a string", path=path, line=n)
         events.append(FeedbackEvent(n, obj["loop"], obj["attempt"], obj["action"], obj["text"],
-                                    obj["shown_sha256"], obj.get("time", "")))
+                                    obj["shown_sha256"], obj.get("time", ""), obj.get("by", "")))
     return events
 
 
@@ -92,6 +95,16 @@ def decisions_digest(events: Sequence[FeedbackEvent]) -> str:
     """sha256 of the decisions alone: a recorded session and its replay give the same digest."""
     payload = json.dumps([e.decision() for e in events], sort_keys=True, ensure_ascii=False)
     return sha256_text(payload)
+
+
+def default_reviewer() -> str:
+    """Who sits at the terminal: $SYNTRA_REVIEWER, else the login name."""
+    import getpass
+
+    try:
+        return os.environ.get("SYNTRA_REVIEWER") or getpass.getuser()
+    except (KeyError, OSError):  # no login name (some containers)
+        return "unknown"
 
 
 def default_feedback_path() -> Path:
@@ -113,7 +126,7 @@ class FeedbackRecorder:
                                   hint="choose a new file to record to, or replay this one with --human-feedback")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._opened = True
-        row = {**event.decision(), "time": event.time}
+        row = {**event.decision(), "time": event.time, **({"by": event.by} if event.by else {})}
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
             fh.flush()
@@ -148,7 +161,20 @@ class HumanCalibration(SelfImprove):
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: Any = None, feedback: str | Path | None = None, record: str | Path | None = None,
                  terminal: TerminalReviewer | None = None,
-                 calibration: Sequence[LabelledPair] | None = None) -> None:
+                 calibration: Sequence[LabelledPair] | None = None, labels: str | Path | None = None,
+                 label_queries: str | Path | None = None, reviewer: str | None = None) -> None:
+        settings = settings or CompileSettings()
+        self.label_source: dict[str, Any] | None = None
+        if labels is not None:
+            if calibration:
+                raise ConfigError("give human-confirmed labels either as pairs or as a file, not both",
+                                  field="labels")
+            calibration = read_human_labels(labels, queries=label_queries, max_queries=settings.calibration_queries,
+                                            seed=settings.seed)
+            self.label_source = label_source(labels, calibration)
+        elif calibration:
+            self.label_source = {"source": "labels given to the strategy", "pairs": len(calibration),
+                                 "queries": sorted({p.query for p in calibration})}
         super().__init__(settings=settings, lms=lms, meter=meter, author=author, review=self._review,
                          calibration=calibration)
         self.events: list[FeedbackEvent] = []
@@ -159,6 +185,7 @@ class HumanCalibration(SelfImprove):
         asks = self.resuming or not self.replaying
         self._terminal = (terminal or TerminalReviewer()) if asks else None
         self._recorder = FeedbackRecorder(record or self.feedback_path) if asks else None
+        self.reviewer = reviewer or (default_reviewer() if asks else "")
         self._corpus: Any = None
 
     # -- the strategy ----------------------------------------------------------------------------------------
@@ -178,7 +205,20 @@ class HumanCalibration(SelfImprove):
 
     def get_params(self) -> dict[str, Any]:
         return {**super().get_params(),
-                "human_feedback": {"events": len(self.events), "decisions_sha256": decisions_digest(self.events)}}
+                "human_feedback": {"events": len(self.events), "decisions_sha256": decisions_digest(self.events)},
+                "human_decisions": {"labels": self.label_source or {"source": "none (few-shot positive check)"}}}
+
+    def compile_record(self) -> dict[str, Any]:
+        return {"reviews": self.review_source()}
+
+    def review_source(self) -> dict[str, str]:
+        """Where the review decisions came from: a person at this terminal, or a recording of one (and who)."""
+        recorded = next((e.by for e in self.events if e.by), "") or self.reviewer or "not recorded"
+        if self._recorder is None:
+            return {"source": "replayed terminal session", "file": shown_path(self.feedback_path), "reviewer": recorded}
+        source = "recorded terminal session" + (f" (resuming {shown_path(self.feedback_path)})" if self.resuming
+                                                else "")
+        return {"source": source, "file": shown_path(self._recorder.path), "reviewer": recorded}
 
     # -- asking (or replaying) -----------------------------------------------------------------------------------
     def _replayed(self, loop: str, attempt: int, kind: str, shown: str) -> FeedbackEvent | None:
@@ -208,7 +248,7 @@ class HumanCalibration(SelfImprove):
 
     def _record(self, loop: str, attempt: int, action: str, text: str, shown: str) -> FeedbackEvent:
         event = FeedbackEvent(len(self.events) + 1, loop, attempt, action, text, sha256_text(shown),  # type: ignore[arg-type]
-                              datetime.now(UTC).isoformat(timespec="seconds"))
+                              datetime.now(UTC).isoformat(timespec="seconds"), self.reviewer)
         self._recorder.write(event)
         return event
 
@@ -255,6 +295,9 @@ class HumanCalibration(SelfImprove):
                     self._terminal.say(f"Cannot use those labels: {exc}")
             event = self._record(loop, 0, "labels", labels_text(pairs) if pairs else "", shown)
         self.events.append(event)
+        if pairs:
+            self.label_source = {"source": "label file given in the terminal session", "pairs": len(pairs),
+                                 "queries": sorted({p.query for p in pairs})}
         return pairs
 
 

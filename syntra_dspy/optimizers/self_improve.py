@@ -16,7 +16,9 @@ from dspy.utils.exceptions import AdapterParseError
 from syntra_dspy.errors import ConfigError, LMOutputError
 from syntra_dspy.optimizers import judge_stage as js
 from syntra_dspy.optimizers import trials as tr
+from syntra_dspy.optimizers.annotation_check import annotation_check
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
+from syntra_dspy.optimizers.definition_check import example_specific_terms
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
 from syntra_dspy.optimizers.query_measures import measure_problems, measure_queries
 from syntra_dspy.optimizers.report import CompileReport, Evaluation, LoopReport
@@ -109,12 +111,21 @@ class SelfImprove(Teleprompter):
     # -- the Teleprompter contract -----------------------------------------------------------------------
     def compile(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair], teacher: Any = None,
                 valset: Any = None, documents: Sequence[tr.TrialDocument] = (),
-                candidates: tr.CandidateSource | None = None, **_: Any) -> SynthesisProgram:
+                candidates: tr.CandidateSource | None = None) -> SynthesisProgram:
+        """Compile ``student``; the report of every loop is left in ``self.report`` (``run`` returns both)."""
+        if teacher is not None or valset is not None:
+            raise ConfigError("SYNTRA's test mode takes no teacher and no valset: trials run on sampled corpus "
+                              "documents and the few-shot examples (trainset)")
         program, self.report = self.run(student, trainset=trainset, documents=documents, candidates=candidates)
         return program
 
     def get_params(self) -> dict[str, Any]:
         return {"strategy": self.strategy, **self.settings.model_dump()}
+
+    def compile_record(self) -> dict[str, Any]:
+        """What the last compile's record adds about itself beyond history and usage (e.g. who reviewed it); it
+        is no part of the program id."""
+        return {}
 
     def run(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair],
             documents: Sequence[tr.TrialDocument], candidates: tr.CandidateSource | None
@@ -352,7 +363,7 @@ class SelfImprove(Teleprompter):
                 return clean_text(self._call("explain_mismatches", task_context=task, instruction=instruction,
                                              mismatches=text).feedback)
 
-            return calibration_check(trials, explain) if confirmed else fewshot_positive_check(trials, explain)
+            return calibration_check(trials, explain) if confirmed else annotation_check(trials, explain)
 
         def refine(instruction: str, _: Any, ev: Evaluation) -> str:
             return self._revise("refine_annotation", "instruction", instruction, task_context=task,
@@ -429,58 +440,6 @@ class SelfImprove(Teleprompter):
         return with_texts(self.calibration, getattr(candidates, "corpus", None))
 
     evaluates = True
-
-
-def fewshot_positive_check(trials: Sequence[tr.LabelTrial], explain=None) -> Evaluation:
-    """Score = share of checked labels that are right: every few-shot positive must be labelled positive
-    (2-3; a missing label is a mismatch) and every control negative, if any, must not be.
-
-    Passes only when all are right. On failure ``explain(mismatches_text)`` turns the mismatches into
-    feedback for refinement.
-    """
-    total = hits = control_errors = 0
-    for t in trials:
-        total += 1
-        hits += t.positive_score is not None and t.positive_score >= 2
-        for score in t.control_scores:
-            total += 1
-            ok = score is not None and score < 2
-            hits += ok
-            control_errors += score is not None and not ok
-    labels = [
-        {"query": t.example.query, "positive_id": t.example.positive_id, "label": t.positive_score,
-         "candidate_ids": t.candidate_ids, "candidate_scores": t.scores,
-         "control_positions": list(t.control_indices)}
-        for t in trials
-    ]
-    score = hits / total if total else 0.0
-    if hits == total:
-        return Evaluation(score, True, "", {"labels": labels})
-    text = tr.mismatches_text(trials)
-    feedback = explain(text) if explain else text
-    return Evaluation(score, False, feedback or text,
-                      {"labels": labels, "mismatches": total - hits, "control_errors": control_errors})
-
-
-_TERM = re.compile(r"[A-Za-z][A-Za-z0-9-]{3,}")
-_COMMON = {"query", "queries", "document", "documents", "relevant", "relevance", "given", "about", "which", "that",
-           "this", "with", "from", "their", "there", "whether", "provides", "provide", "evidence", "claim", "claims",
-           "paper", "papers", "abstract", "abstracts", "scientific", "research", "study", "studies", "reports",
-           "report", "result", "results", "support", "supports", "refute", "refutes", "type", "text"}
-
-
-def example_specific_terms(definition: TaskDefinition, examples: Sequence[FewShotPair], *, min_terms: int = 3
-                           ) -> list[str]:
-    """Words of the relevance definition found in exactly one example's query or document.
-
-    Returns them when there are at least ``min_terms`` (a definition drawn from one example), else [].
-    """
-    if len(examples) < 2:
-        return []
-    vocab = [{w.lower() for w in _TERM.findall(f"{ex.query} {ex.positive_text}")} for ex in examples]
-    words = dict.fromkeys(w.lower() for w in _TERM.findall(definition.relevance_definition))
-    specific = [w for w in words if w not in _COMMON and sum(w in v for v in vocab) == 1]
-    return specific if len(specific) >= min_terms else []
 
 
 def _definition_from(pred: dspy.Prediction) -> TaskDefinition:

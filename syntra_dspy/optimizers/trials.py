@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,8 +13,6 @@ from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.signatures.types import Blueprint
 from syntra_dspy.validation import Features, WriteTally
-
-logger = logging.getLogger(__name__)
 
 
 class TrialDocument(Protocol):
@@ -102,26 +99,31 @@ def run_queries(program: SynthesisProgram, features: Sequence[FeatureTrial], per
     return trials
 
 
-def run_labels(
-    program: SynthesisProgram,
-    examples: Sequence[FewShotPair],
-    source: CandidateSource,
-    *,
-    k: int,
-    chunk_size: int,
-    seed: int,
-    controls: int = 0,
-) -> list[LabelTrial]:
-    """Label each few-shot query's retrieved candidates; its known positive is always among them.
+@dataclass(frozen=True)
+class AnnotationCase:
+    """One few-shot query's candidate list for the annotation check: retrieved documents with the query's known
+    positive among them and random corpus documents (control negatives) at seeded positions."""
+
+    example: FewShotPair
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+    positive_index: int
+    control_indices: tuple[int, ...] = ()
+
+
+def annotation_cases(examples: Sequence[FewShotPair], source: CandidateSource, *, k: int, seed: int,
+                     controls: int = 0) -> list[AnnotationCase]:
+    """The candidate lists every strategy's annotation check labels (the one builder, so no strategy gets an
+    easier list).
 
     When retrieval misses the positive, it replaces a candidate at a seeded position, so the check never
     depends on the retriever and the positive does not always sit in the same slot. ``controls`` random
-    corpus documents (control negatives) replace the last retrieved candidates at seeded positions: an
-    annotator that calls everything relevant then fails the check instead of passing it.
+    corpus documents replace the last retrieved candidates at seeded positions: an annotator that calls
+    everything relevant then fails the check instead of passing it.
     """
     rng = random.Random(seed)
     sampler = getattr(source, "sample", None)
-    trials = []
+    cases = []
     for n, ex in enumerate(examples):
         found = source.candidates(ex.query, k)
         ids = [doc_id for doc_id, _ in found]
@@ -150,16 +152,22 @@ def run_labels(
                 if at <= pos:
                     pos += 1
                 control_ids.append(doc_id)
-        scores: list[int | None] = [None] * len(ids)
-        for start in range(0, len(ids), chunk_size):
-            chunk = texts[start : start + chunk_size]
-            try:
-                scores[start : start + len(chunk)] = program.label_candidates(ex.query, chunk)
-            except LMOutputError as exc:
-                logger.warning("annotation chunk failed for %r: %s", ex.query[:60], exc)
         control_at = tuple(i for i, doc_id in enumerate(ids) if doc_id in control_ids)
-        trials.append(LabelTrial(ex, ids, scores, pos, control_at, texts))
-    return trials
+        cases.append(AnnotationCase(ex, tuple(ids), tuple(texts), pos, control_at))
+    return cases
+
+
+def label_cases(program: SynthesisProgram, cases: Sequence[AnnotationCase], *, chunk_size: int) -> list[LabelTrial]:
+    """The annotator's 0-3 labels for each case (None where a chunk's answer stayed unusable)."""
+    return [LabelTrial(c.example, list(c.ids), program.label_all(c.example.query, c.texts, chunk_size=chunk_size),
+                       c.positive_index, c.control_indices, list(c.texts)) for c in cases]
+
+
+def run_labels(program: SynthesisProgram, examples: Sequence[FewShotPair], source: CandidateSource, *, k: int,
+               chunk_size: int, seed: int, controls: int = 0) -> list[LabelTrial]:
+    """Label each few-shot query's candidate list (see :func:`annotation_cases`)."""
+    cases = annotation_cases(examples, source, k=k, seed=seed, controls=controls)
+    return label_cases(program, cases, chunk_size=chunk_size)
 
 
 # -- rendering -----------------------------------------------------------------------------------------

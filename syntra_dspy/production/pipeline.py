@@ -195,16 +195,16 @@ class DocumentPipeline:
             return dict(sorted(exc.kept.items()))
 
     def _annotate(self, result: DocumentResult) -> None:
-        """Label every candidate of every query, in chunks with local ids; chunks run concurrently."""
-        size = self.judge.chunk_size
-        jobs: list[tuple[QueryResult, int, Future]] = []
+        """Label every candidate of every query, in the judge's chunks with local ids; chunks run concurrently, and
+        a chunk that fails is recorded as a failure (``RelevanceJudge.judge_all`` is the sequential form)."""
+        jobs: list[tuple[QueryResult, int, int, Future]] = []
         for q in result.queries:
-            for start in range(0, len(q.candidates), size):
-                chunk = [JudgeCandidate(result.texts[c.doc_id], c.score) for c in q.candidates[start:start + size]]
-                jobs.append((q, start, submit_in_context(self.chunk_pool, self._label, q.text, chunk)))
+            for start, stop in self.judge.chunks(len(q.candidates)):
+                chunk = [JudgeCandidate(result.texts[c.doc_id], c.score) for c in q.candidates[start:stop]]
+                jobs.append((q, start, stop, submit_in_context(self.chunk_pool, self._label, q.text, chunk)))
         fatal: BaseException | None = None
-        for q, start, future in jobs:  # wait for every chunk, so none outlives this document's meter
-            chunk = q.candidates[start:start + size]
+        for q, start, stop, future in jobs:  # wait for every chunk, so none outlives this document's meter
+            chunk = q.candidates[start:stop]
             try:
                 labels = future.result()
             except LMOutputError as exc:

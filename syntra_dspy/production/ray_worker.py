@@ -61,7 +61,7 @@ def worker_plan(inputs: ProductionInputs, generator: LMSpec, *, corpus: str | Pa
     if isinstance(corpus, Corpus):
         raise ConfigError("with Ray, the corpus must be a file the workers can read, not a Corpus object",
                           field="corpus", hint="pass corpus=PATH (or --corpus PATH)")
-    corpus_path, fmt = corpus_location(inputs.artifact.manifest, corpus, corpus_format)
+    corpus_path, fmt = corpus_location(inputs.artifact.meta.task_spec.corpus, corpus, corpus_format)
     encoder = inputs.encoder.name
     if Path(encoder).exists():  # an encoder folder: the workers need its absolute path
         encoder = str(Path(encoder).resolve())

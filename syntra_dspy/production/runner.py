@@ -110,19 +110,20 @@ def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[s
                                   path=store_path, field="generator",
                                   hint="pass the same --generator (a new address is fine), or use a new --store")
             return store
-        art, manifest = inputs.artifact, inputs.artifact.manifest
+        art, meta = inputs.artifact, inputs.artifact.meta
+        definition = meta.task_definition.model_dump(mode="json")
         store.set_meta(
             identity=wanted,
             artifact={"path": str(art.path.resolve()), "version": art.version, "checksum": art.checksum,
-                      "task": art.task, "strategy": manifest.get("strategy"),
-                      "prompts_sha256": {k: v["system_prompt_sha256"] for k, v in manifest["prompts"].items()}},
-            task_definition=manifest["task_definition"],
-            instruction=retrieval_instruction(manifest["task_definition"]),
+                      "task": art.task, "strategy": meta.strategy,
+                      "prompts_sha256": {k: v.system_prompt_sha256 for k, v in meta.prompts.items()}},
+            task_definition=definition,
+            instruction=retrieval_instruction(definition),
             settings={"queries_per_doc": inputs.settings.queries_per_doc, "top_k": inputs.settings.top_k,
                       "chunk_size": inputs.settings.chunk_size,
-                      "max_doc_chars": manifest.get("settings", {}).get("max_doc_chars"),
-                      "selection_tau": manifest.get("settings", {}).get("selection_tau", 0.6),
-                      "seed": manifest.get("settings", {}).get("seed", 42),
+                      "max_doc_chars": meta.settings.max_doc_chars,
+                      "selection_tau": meta.settings.selection_tau,
+                      "seed": meta.settings.seed,
                       "corpus": {"path": inputs.corpus.source, "fingerprint": inputs.corpus.fingerprint,
                                  "documents": len(inputs.corpus)},
                       "encoder": inputs.encoder.id, "index_fingerprint": inputs.index.fingerprint},
@@ -194,13 +195,13 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
         inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
                              index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k,
                              chunk_size=chunk_size, artifact_key_env=artifact_key_env)
-        lm, generator_info = resolve_generator(inputs.artifact.manifest, generator, api_key_env,
+        lm, generator_info = resolve_generator(inputs.artifact.meta, generator, api_key_env,
                                                timeout=timeout, retries=retries)
         plan = None
         if ray_module is None:
             prepare_lm(lm)
         else:  # each worker builds and loads its own LM from the same settings
-            spec = resolve_generator_spec(inputs.artifact.manifest, generator, api_key_env, timeout=timeout,
+            spec = resolve_generator_spec(inputs.artifact.meta, generator, api_key_env, timeout=timeout,
                                           retries=retries)
             plan = worker_plan(inputs, spec, corpus=corpus, corpus_format=corpus_format,
                                artifact_key_env=artifact_key_env, retry_temperature=retry_temperature)

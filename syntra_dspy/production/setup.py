@@ -23,6 +23,7 @@ from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
+from syntra_dspy.manifest import CorpusRecord, Manifest
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval import default_index_dir
 from syntra_dspy.task import LMSpec
@@ -50,16 +51,15 @@ def load_verified(artifact_path: str | Path, key_env: str | None = None) -> Arti
     if not artifact.program.frozen:
         raise ArtifactError("the loaded program is not frozen", path=artifact.path)
     rendered_prompts = render_prompts(artifact.program)
-    for name, recorded in artifact.manifest["prompts"].items():  # older artifacts record no later steps
+    for name, recorded in artifact.meta.prompts.items():  # older artifacts record no later steps
         rendered = rendered_prompts[name]
-        if rendered["instructions_sha256"] != recorded["instructions_sha256"]:
+        if rendered["instructions_sha256"] != recorded.instructions_sha256:
             raise ArtifactError(f"step '{name}' instructions differ from the artifact's", path=artifact.path)
     return artifact
 
 
-def resolve_encoder(manifest: dict[str, Any], encoder: str | Encoder | None) -> Encoder:
-    """The encoder the artifact was compiled with; another one only when the user names it."""
-    recorded = manifest.get("fingerprints", {}).get("encoder")
+def resolve_encoder(recorded: str | None, encoder: str | Encoder | None) -> Encoder:
+    """The encoder the artifact was compiled with (``recorded``: its id), another one only when the user names it."""
     if isinstance(encoder, Encoder):
         return encoder
     if encoder is not None:
@@ -84,20 +84,21 @@ def resolve_encoder(manifest: dict[str, Any], encoder: str | Encoder | None) -> 
     return enc
 
 
-def corpus_location(manifest: dict[str, Any], corpus: str | Path | None, corpus_format: str | None) -> tuple[Path, str]:
-    """The corpus file and format to read: the user's, else the artifact's."""
-    spec = manifest.get("task_spec", {}).get("corpus", {})
-    path = corpus if corpus is not None else spec.get("path")
+def corpus_location(recorded: CorpusRecord, corpus: str | Path | None, corpus_format: str | None
+                    ) -> tuple[Path, str]:
+    """The corpus file and format to read: the user's, else the one the artifact was compiled on."""
+    path = corpus if corpus is not None else recorded.path
     if not path:
         raise ArtifactError("the manifest records no corpus path", field="task_spec.corpus.path",
                             hint="pass --corpus PATH")
-    return Path(path), corpus_format or spec.get("format") or "beir"
+    return Path(path), corpus_format or recorded.format or "beir"
 
 
-def resolve_corpus(manifest: dict[str, Any], corpus: str | Path | Corpus | None, corpus_format: str | None) -> Corpus:
+def resolve_corpus(recorded: CorpusRecord, corpus: str | Path | Corpus | None, corpus_format: str | None) -> Corpus:
+    """The corpus given, else the one the artifact was compiled on."""
     if isinstance(corpus, Corpus):
         return corpus
-    return read_corpus(*corpus_location(manifest, corpus, corpus_format))
+    return read_corpus(*corpus_location(recorded, corpus, corpus_format))
 
 
 def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None = None,
@@ -106,27 +107,26 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
                 top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
                 artifact_key_env: str | None = None) -> ProductionInputs:
     artifact = load_verified(artifact_path, artifact_key_env)
-    manifest = artifact.manifest
-    chunk = chunk_size if chunk_size is not None else int(manifest.get("settings", {}).get("chunk_size", 4))
+    meta = artifact.meta
+    chunk = chunk_size if chunk_size is not None else meta.settings.chunk_size
     for name, value, low in (("queries_per_doc", queries_per_doc, 1), ("top_k", top_k, 1), ("chunk_size", chunk, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
-    docs = resolve_corpus(manifest, corpus, corpus_format)
-    enc = resolve_encoder(manifest, encoder)
+    docs = resolve_corpus(meta.task_spec.corpus, corpus, corpus_format)
+    enc = resolve_encoder(meta.fingerprints.encoder, encoder)
     index = CorpusIndex.load_or_build(docs, enc, index_dir or default_index_dir(docs, enc))
-    fps = manifest.get("fingerprints", {})
-    if docs.fingerprint == fps.get("corpus") and enc.id == fps.get("encoder") and index.fingerprint != fps.get("index"):
+    fps = meta.fingerprints
+    if docs.fingerprint == fps.corpus and enc.id == fps.encoder and index.fingerprint != fps.index:
         raise ConfigError("the index does not match the artifact's, though corpus and encoder do",
                           path=index_dir, hint="delete the cached index folder so it is rebuilt")
-    if docs.fingerprint != fps.get("corpus"):
+    if docs.fingerprint != fps.corpus:
         logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
     return ProductionInputs(artifact, docs, enc, index, UnitSettings(queries_per_doc, top_k, chunk))
 
 
-def _recorded_sampling(manifest: dict[str, Any]) -> dict[str, Any]:
+def _recorded_sampling(meta: Manifest) -> dict[str, Any]:
     """The generator's sampling settings recorded at compile time (part of what the program was tuned with)."""
-    info = manifest.get("lms", {}).get("generator") or {}
-    sampling = {"temperature": info.get("temperature"), "max_tokens": info.get("max_tokens")}
+    sampling = {"temperature": meta.generator.temperature, "max_tokens": meta.generator.max_tokens}
     try:
         LMSpec(**sampling)
     except ValidationError as exc:
@@ -134,27 +134,24 @@ def _recorded_sampling(manifest: dict[str, Any]) -> dict[str, Any]:
     return sampling
 
 
-def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
+def _artifact_generator(meta: Manifest) -> LMSpec:
     """The artifact's own generator, taken only when it is a registry model that runs in this process.
 
     A served model's address and key variable are never taken from an artifact: a file cannot decide where
     document text and the user's key are sent. Nor is a GGUF path (a file could name any file to load).
     """
-    info = manifest.get("lms", {}).get("generator") or {}
-    sampling = _recorded_sampling(manifest)
-    model = info.get("model") or "embedded"
+    info = meta.generator
+    sampling = _recorded_sampling(meta)
+    model = info.model or "embedded"
     if model == "scripted":
         raise ConfigError("the artifact was compiled with the scripted test LM, which production cannot reach",
                           field="lms.generator", hint="pass --generator MODEL[@API_BASE] (or 'embedded')")
-    embedded = info.get("embedded")
-    name = embedded.get("name") if isinstance(embedded, dict) else None
+    name = (info.embedded or {}).get("name")
     if name in EMBEDDED_MODELS:
         return LMSpec(model=f"{EMBEDDED}:{name}", **sampling)
-    if not info:
+    if not info.model_dump(exclude_none=True):  # no generator recorded
         return LMSpec(model=EMBEDDED, **sampling)
-    bases = info.get("api_base")
-    bases = [bases] if isinstance(bases, str) else [b for b in bases if isinstance(b, str)] \
-        if isinstance(bases, list) else []
+    bases = [info.api_base] if isinstance(info.api_base, str) else list(info.api_base or [])
     where = f" at {', '.join(str(sanitize_api_base(b)) for b in bases)}" if bases else ""
     raise ConfigError(f"the artifact was compiled with generator {str(model)[:80]!r}{where}; production takes a "
                       "served model, its address and its key only from the command line", field="generator",
@@ -162,7 +159,7 @@ def _artifact_generator(manifest: dict[str, Any]) -> LMSpec:
                            "or --generator embedded")
 
 
-def resolve_generator_spec(manifest: dict[str, Any], generator: str | list[str] | LMSpec | None,
+def resolve_generator_spec(meta: Manifest, generator: str | list[str] | LMSpec | None,
                            api_key_env: str | None = None, *, timeout: float | None = None,
                            retries: int | None = None) -> LMSpec:
     """The generator's settings: the artifact's (in-process) unless one is given. What a Ray worker rebuilds
@@ -176,9 +173,9 @@ def resolve_generator_spec(manifest: dict[str, Any], generator: str | list[str] 
         spec = generator
     elif isinstance(generator, (str, list)):
         flag = parse_lm_flags(generator)
-        spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(manifest))
+        spec = LMSpec(model=flag.model, api_base=flag.api_base, **_recorded_sampling(meta))
     else:
-        spec = _artifact_generator(manifest)
+        spec = _artifact_generator(meta)
     changes = {"api_key_env": api_key_env, "timeout": timeout, "retries": retries}
     try:
         return LMSpec.model_validate({**spec.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
@@ -187,13 +184,13 @@ def resolve_generator_spec(manifest: dict[str, Any], generator: str | list[str] 
         raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=str(first["loc"][0])) from None
 
 
-def resolve_generator(manifest: dict[str, Any], generator: str | list[str] | LMSpec | dspy.LM | None,
+def resolve_generator(meta: Manifest, generator: str | list[str] | LMSpec | dspy.LM | None,
                       api_key_env: str | None = None, *, timeout: float | None = None,
                       retries: int | None = None) -> tuple[dspy.LM, dict[str, Any]]:
     """The generator LM and its secret-free description (see :func:`resolve_generator_spec`)."""
     if isinstance(generator, dspy.LM):
         return generator, describe_lm(generator, role="generator")
-    spec = resolve_generator_spec(manifest, generator, api_key_env, timeout=timeout, retries=retries)
+    spec = resolve_generator_spec(meta, generator, api_key_env, timeout=timeout, retries=retries)
     lm = build_lm(spec, role="generator")
     return lm, describe_lm(lm, role="generator", spec=spec)
 

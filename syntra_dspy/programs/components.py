@@ -6,10 +6,15 @@ import copy
 from typing import Any
 
 from dspy.predict.parameter import Parameter
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from syntra_dspy.programs.judge_calibration import JudgeCalibration
 from syntra_dspy.task import TaskDefinition
+
+
+#: The steps of a synthesis program, in pipeline order (also the predictor names in program.json). ``annotate``
+#: writes labels for a list of candidates; ``grade`` judges one candidate and is read for its label probabilities.
+STEP_NAMES = ("extract", "plan", "write", "annotate", "grade")
 
 
 class FewShotPair(BaseModel):
@@ -23,8 +28,10 @@ class FewShotPair(BaseModel):
 
 
 class ComponentState(BaseModel):
-    """What test mode adapts: the task definition, the extraction guidance, the two instructions, and how graded
-    relevance judgments map to training roles (``judge``: None means the written-label judge)."""
+    """What test mode adapts, the one source of every step's instruction: the task definition, the extraction
+    guidance, the two instructions, how graded relevance judgments map to training roles (``judge``: None means
+    the written-label judge), and whole-step instructions an optimizer wrote (``step_instructions``, e.g. GEPA's),
+    which replace what the other components would compose for that step."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,6 +41,16 @@ class ComponentState(BaseModel):
     query_instruction: str = ""
     annotation_instruction: str = ""
     judge: JudgeCalibration | None = None
+    step_instructions: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("step_instructions")
+    @classmethod
+    def _known_steps(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(STEP_NAMES))
+        if unknown:
+            raise ValueError(f"step_instructions names unknown steps {', '.join(unknown)}; steps are "
+                             f"{', '.join(STEP_NAMES)}")
+        return value
 
 
 class ProgramComponents(Parameter):
@@ -43,7 +60,11 @@ class ProgramComponents(Parameter):
         self.state = state or ComponentState()
 
     def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
-        return self.state.model_dump(mode="json")
+        """The components as JSON; no whole-step instructions saves no key, so such programs save as before."""
+        data = self.state.model_dump(mode="json")
+        if not data["step_instructions"]:
+            del data["step_instructions"]
+        return data
 
     def load_state(self, state: dict[str, Any]) -> "ProgramComponents":
         self.state = ComponentState.model_validate(state)

@@ -128,11 +128,15 @@ class RelevanceJudge:
                 logger.warning("graded judge: %s; judging by the written label digit instead", reason)
 
     # -- a whole query -----------------------------------------------------------------------------------------
+    def chunks(self, n: int) -> list[tuple[int, int]]:
+        """``[start, stop)`` of each call's share of ``n`` candidates (one per call when graded)."""
+        return [(start, min(n, start + self.chunk_size)) for start in range(0, n, self.chunk_size)]
+
     def judge_all(self, query: str, candidates: Sequence[Candidate]) -> list[Judgment | None]:
         """Every candidate of a query, chunk by chunk; a chunk whose answer stays unusable gives ``None``s."""
         out: list[Judgment | None] = [None] * len(candidates)
-        for start in range(0, len(candidates), self.chunk_size):
-            chunk = candidates[start:start + self.chunk_size]
+        for start, stop in self.chunks(len(candidates)):
+            chunk = candidates[start:stop]
             try:
                 out[start:start + len(chunk)] = self.judge(query, chunk)
             except LMOutputError as exc:

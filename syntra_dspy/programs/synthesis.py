@@ -14,7 +14,7 @@ from dspy.utils.callback import BaseCallback
 from syntra_dspy.errors import LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import language_name
 from syntra_dspy.programs import context as ctx
-from syntra_dspy.programs.components import ComponentState, ProgramComponents
+from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.programs.grading import (
     TOP_LOGPROBS,
     DigitLabelAdapter,
@@ -22,6 +22,7 @@ from syntra_dspy.programs.grading import (
     grade_from_logprobs,
     quiet_one_token_answers,
 )
+from syntra_dspy.programs.judge import Candidate, RelevanceJudge
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures import (
     Blueprint,
@@ -48,9 +49,6 @@ from syntra_dspy.validation import (
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: The steps of a synthesis program, in pipeline order (also the predictor names in program.json). ``annotate``
-#: writes labels for a list of candidates; ``grade`` judges one candidate and is read for its label probabilities.
-STEP_NAMES = ("extract", "plan", "write", "annotate", "grade")
 #: Steps added after artifacts were first committed: an older artifact lacks them and they derive from its components.
 LATER_STEPS = frozenset({"grade"})
 
@@ -87,7 +85,8 @@ def _base(signature: type[dspy.Signature]) -> str:
 
 
 def compose_instructions(state: ComponentState) -> dict[str, str]:
-    """Full instruction text of every step, from the components. Fixed text first, for prefix caching."""
+    """Full instruction text of every step, from the components (the only place instructions come from). Fixed
+    text first, for prefix caching; a step with a whole-step instruction in the components sends that."""
     if state.task_definition is None:
         raise ValueError("a synthesis program needs a task definition before its instructions can be composed")
     task = "## Task\n" + ctx.task_context(state.task_definition)
@@ -108,7 +107,8 @@ def compose_instructions(state: ComponentState) -> dict[str, str]:
     guidance = ("\n\n## Guidance for this task\n" + state.annotation_instruction.strip()
                 if state.annotation_instruction.strip() else "")
     grade = task + guidance + "\n\n## Your answer\n" + _base(GradeCandidateRelevance)
-    return {"extract": extract, "plan": plan, "write": write, "annotate": annotate, "grade": grade}
+    composed = {"extract": extract, "plan": plan, "write": write, "annotate": annotate, "grade": grade}
+    return {**composed, **state.step_instructions}
 
 
 def step_adapter(name: str) -> dspy.Adapter:
@@ -336,6 +336,14 @@ class SynthesisProgram(dspy.Module):
             return check_labels(judgements, len(candidates))
 
         return self._retrying("annotate", call)
+
+    def label_all(self, query: str, candidates: Sequence[str], *, chunk_size: int) -> list[int | None]:
+        """Every candidate of a query labelled 0-3 by the annotate step, ``chunk_size`` per call; a chunk whose
+        answer stays unusable after its retries gives ``None``s (the one labelling loop: trials, GEPA and
+        calibration all call it)."""
+        judge = RelevanceJudge(self, mode="written", chunk_size=chunk_size)
+        judged = judge.judge_all(query, [Candidate(text) for text in candidates])
+        return [None if j is None else j.label for j in judged]
 
     def grade_candidate(self, query: str, document: str, *, logprobs: bool = True) -> Grade:
         """One candidate judged with a one-digit answer; ``logprobs`` asks for the label tokens' probabilities.

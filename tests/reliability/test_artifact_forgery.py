@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from syntra_dspy.artifacts import CHECKSUMS, PAYLOAD, compute_version, load_artifact
+from syntra_dspy.artifacts import CHECKSUMS, PAYLOAD, load_artifact, with_ids
 from syntra_dspy.cli import main
 from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.lm import OpenAICompatibleServer
@@ -27,15 +27,15 @@ Edit = Callable[[Any], Any]
 
 def forge(src: Path, root: Path, *, program: Edit | None = None, manifest: Edit | None = None) -> Path:
     """Copy an artifact, edit it, and reseal it the way an attacker with the package would: new checksums,
-    new version id, folder named after it."""
+    new program and version ids, folder named after the version."""
     prog = json.loads((src / "program.json").read_text(encoding="utf-8"))
     man = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
     prog = program(prog) if program else prog
     man = manifest(man) if manifest else man
     program_bytes = json.dumps(prog, indent=2).encode("utf-8")
-    version = compute_version(program_bytes, man) if isinstance(man, dict) else "forged000000"
     if isinstance(man, dict):
-        man["version"] = version
+        man = with_ids(program_bytes, man)
+    version = man["version"] if isinstance(man, dict) else "forged000000"
     folder = root / "mini" / version
     folder.mkdir(parents=True)
     (folder / "program.json").write_bytes(program_bytes)
