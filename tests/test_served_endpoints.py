@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from syntra_dspy.testing import SyntraBrain
 
 from test_produce_support import mini_artifact, read_jsonl
 
+REPO = Path(__file__).resolve().parent.parent
 SETTINGS = {"docs": 4, "queries_per_doc": 2, "top_k": 6, "chunk_size": 4}
 
 
@@ -161,8 +163,12 @@ def test_endpoints_that_refuse_the_schema_form_fall_back_once_and_stay_healthy()
 def test_an_artifact_compiled_on_several_servers_names_them_without_credentials():
     from syntra_dspy.production.setup import resolve_generator
 
-    manifest = {"lms": {"generator": {"model": "hosted_vllm/m", "api_base": ["http://u:pw@h1:1/v1", "http://h2:1/v1", 5],
-                                      "temperature": 0.0, "max_tokens": 100}}}
+    from syntra_dspy.artifacts import load_artifact
+    from syntra_dspy.manifest import LMRecord
+
+    meta = load_artifact(REPO / "artifacts" / "scifact" / "897cfc595ffc").meta
+    served = LMRecord(model="hosted_vllm/m", api_base=["http://u:pw@h1:1/v1", "http://h2:1/v1"], temperature=0.0,
+                      max_tokens=100)
     with pytest.raises(ConfigError, match=r"at http://h1:1/v1, http://h2:1/v1; production takes") as raised:
-        resolve_generator(manifest, None)
+        resolve_generator(meta.model_copy(update={"lms": {"generator": served}}), None)
     assert "pw" not in str(raised.value)
