@@ -24,7 +24,7 @@ fi
 echo "== producing records for $docs documents from $artifact =="
 # llama.cpp answers one call at a time: concurrency 1 keeps each step's prompt prefix cached.
 "$syntra" produce "$artifact" --store runs/demo.db --docs "$docs" --queries-per-doc 2 --top-k "$top_k" --concurrency 1
-"$syntra" export runs/demo.db --out runs/demo-train.jsonl --negatives hard+easy
+"$syntra" export runs/demo.db --out runs/demo-train.jsonl --overwrite --negatives hard+easy  # a rerun replaces its own export
 "$syntra" export runs/demo.db --stats
 echo
 echo "artifact:       $artifact"
