@@ -30,23 +30,29 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "judge_agreement"
 
 
-def calibration_samples(artifact_path: str) -> list:
+def load(artifact_path: str):
+    """The artifact's inputs and its generator, loaded once for both re-judging passes below."""
+    from syntra_dspy.lm.roles import prepare_lm
+    from syntra_dspy.production.setup import load_inputs, resolve_generator
+
+    inputs = load_inputs(artifact_path)
+    lm, _ = resolve_generator(inputs.artifact.meta, None)
+    prepare_lm(lm)
+    return inputs, lm
+
+
+def calibration_samples(inputs, lm) -> list:
     """The artifact's calibration set graded again (DSPy's cache answers what the compile already graded)."""
     import dspy
 
-    from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.optimizers.judge_stage import calibration_set, grade_set, samples_of
-    from syntra_dspy.production.setup import load_inputs, resolve_generator
     from syntra_dspy.retrieval import IndexCandidates
 
-    inputs = load_inputs(artifact_path)
-    program, s = inputs.artifact.program, inputs.artifact.manifest["settings"]
-    lm, _ = resolve_generator(inputs.artifact.meta, None)
-    prepare_lm(lm)
+    program, s = inputs.artifact.program, inputs.artifact.meta.settings
     source = IndexCandidates(inputs.corpus, inputs.encoder, inputs.index)
-    material = calibration_set(program.state.examples, source, k=s["annotation_candidates"],
-                               controls=max(1, s["control_negatives"]), seed=s["seed"],
-                               labels=s.get("calibration_labels"), label_queries=s.get("calibration_queries", 0))
+    material = calibration_set(program.state.examples, source, k=s.annotation_candidates,
+                               controls=max(1, s.control_negatives), seed=s.seed,
+                               labels=s.calibration_labels, label_queries=s.calibration_queries or 0)
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         grades = grade_set(program, material, inputs.corpus)
     return samples_of(material, grades)
@@ -68,21 +74,16 @@ def relabel(rows: list[dict | None], candidates, calibration) -> list[dict | Non
     return out
 
 
-def written_on_subset(artifact_path: str, candidates: list, queries: int, log) -> list:
+def written_on_subset(inputs, lm, candidates: list, queries: int, log) -> list:
     """The artifact's written judge on every candidate of the first ``queries`` claims (same log, resumable)."""
     import dspy
 
     from syntra_dspy.comparison.judge_eval import judge_candidates
-    from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.lm.usage import UsageMeter
-    from syntra_dspy.production.setup import load_inputs, resolve_generator
     from syntra_dspy.programs.judge import RelevanceJudge
 
     keep = list(dict.fromkeys(c.query_id for c in candidates))[:queries]
     subset = [c for c in candidates if c.query_id in keep]
-    inputs = load_inputs(artifact_path)
-    lm, _ = resolve_generator(inputs.artifact.meta, None)
-    prepare_lm(lm)
     judge = RelevanceJudge(inputs.artifact.program, mode="written")
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
         judge_candidates(judge, inputs.artifact.version, subset, corpus=inputs.corpus, log=log, meter=UsageMeter())
@@ -117,7 +118,8 @@ def main() -> int:
     def rows_of(mode: str, cands: list) -> list:
         return [log.done.get(f"{version}|{mode}|{c.query_id}|{c.doc_id}") for c in cands]
 
-    samples = calibration_samples(args.artifact)
+    inputs, lm = load(args.artifact)
+    samples = calibration_samples(inputs, lm)
     compiled = report["judges"][graded]["judge"].get("calibration", {}).get("feature", "?")
     judges = {f"graded, compiled calibration ({compiled})": rows_of("graded", candidates)}
     for feature in ("expected", "fused"):
@@ -126,7 +128,7 @@ def main() -> int:
         judges[name] = relabel(rows_of("graded", candidates), candidates, calibration)
     held_out = {name: score_judge(candidates, rows) for name, rows in judges.items()}
 
-    subset = written_on_subset(args.artifact, candidates, args.written_queries, log) if args.written_queries else []
+    subset = written_on_subset(inputs, lm, candidates, args.written_queries, log) if args.written_queries else []
     on_subset, comparisons = {}, {}
     if subset:
         index = {(c.query_id, c.doc_id): i for i, c in enumerate(candidates)}
