@@ -100,6 +100,23 @@ class QueryForm:
             return f"has {length} {self.unit}; use at least {self.min_length} {self.unit}, like the examples"
         return None
 
+    def rule(self) -> str:
+        """The form as the writer's per-call rule, completing "Write every query in English, ...". Measured on
+        SciFact with the embedded 1.5B writer and claim examples, first answers of 8 documents: without the rule 6 of 8
+        wrote questions; with it next to the answer, none did; the same rule placed in the long fixed instruction
+        still left 4 of 8 writing questions. So it goes into the call, right before the answer."""
+        size = f"{self.min_length}-{self.max_length} {self.unit}"
+        rules = {
+            "claim": f"as a declarative claim of {size} ending with a period: a finding stated as fact, like the "
+                     "example queries; never a question",
+            "question": f"as a question of {size} ending with a question mark, like the example queries",
+            "plain": f"as a few search terms ({size}) without final punctuation, like the example queries; never a "
+                     "question or a full sentence",
+            "statement": f"as a statement of {size}, like the example queries; never a question",
+            "mixed": f"in {size}, like the example queries",
+        }
+        return rules[self.kind]
+
     def describe(self) -> str:
         """The form in words, for feedback to an instruction refiner."""
         kinds = {"question": "questions", "claim": "declarative claims ending with a period",

@@ -192,6 +192,30 @@ class WriteTally:
             self.notes.append(note)
 
 
+def _query_problem(query: str, *, language: str, document: str | None, max_copied_words: int,
+                   form: QueryForm | None, earlier: Sequence[str], near_duplicate: float) -> tuple[str, int] | None:
+    """What is wrong with one written query (phrased after "query for blueprint N"), and 1 if it is off-form."""
+    text = " ".join(query.split()).strip().strip('"').strip()
+    if not text:
+        return "is empty", 0
+    lang_problem = check_language(text, language)
+    if lang_problem:
+        return f"{lang_problem}; write it in the requested language", 0
+    if document is not None and copied_words(text, document) > max_copied_words:
+        return ("copies a sentence of the document; rephrase it the way a searcher who has not read the document "
+                "would"), 0
+    form_problem = form.problem(text) if form is not None else None
+    if form_problem:
+        return form_problem, 1
+    twin = next((q for q in earlier if token_jaccard(text, q) > near_duplicate), None)
+    if twin is not None and _norm(twin) == _norm(text):
+        return "duplicates another query", 0
+    if twin is not None:
+        return (f"nearly duplicates '{twin}'; make it ask what its own blueprint asks (its identifier and options), "
+                "not the same thing in other words"), 0
+    return None
+
+
 def check_queries(
     written: Sequence[WrittenQuery], blueprints: Sequence[Blueprint], *, language: str, avoid: Sequence[str] = (),
     document: str | None = None, max_copied_words: int = 10, numbers: Sequence[int] | None = None,
@@ -207,11 +231,18 @@ def check_queries(
     asks the same thing again and is rejected; the earlier one is kept.
     """
     numbers = list(range(len(blueprints))) if numbers is None else list(numbers)
+    offers: dict[int, list[WrittenQuery]] = {}
     given = [w.blueprint for w in written]
     if given and len(set(given)) == len(given) and set(given) <= set(numbers):
-        slots = given
+        offers = {w.blueprint: [w] for w in written}
     elif len(written) == len(numbers):
-        slots = numbers
+        offers = {n: [w] for n, w in zip(numbers, written)}
+    elif any(g in numbers for g in given):
+        # A small writer asked for one blueprint sometimes writes several queries for it (or some for blueprints
+        # not asked): the first valid one per asked blueprint counts, the rest are ignored.
+        for w in written:
+            if w.blueprint in numbers:
+                offers.setdefault(w.blueprint, []).append(w)
     else:
         raise QueriesRejected(f"write exactly {len(numbers)} queries, one per blueprint; got {len(written)}",
                               kept={}, checked=0, off_form=0)
@@ -219,34 +250,22 @@ def check_queries(
     problems: list[str] = []
     earlier = [" ".join(q.split()) for q in avoid]
     off_form = 0
-    for slot, item in zip(slots, written):
-        text = " ".join(item.query.split()).strip().strip('"').strip()
-        if not text:
-            problems.append(f"query for blueprint {slot} is empty")
-            continue
-        lang_problem = check_language(text, language)
-        if lang_problem:
-            problems.append(f"query for blueprint {slot} {lang_problem}; write it in the requested language")
-            continue
-        if document is not None and copied_words(text, document) > max_copied_words:
-            problems.append(f"query for blueprint {slot} copies a sentence of the document; rephrase it the way "
-                            "a searcher who has not read the document would")
-            continue
-        form_problem = form.problem(text) if form is not None else None
-        if form_problem:
-            off_form += 1
-            problems.append(f"query for blueprint {slot} {form_problem}")
-            continue
-        twin = next((q for q in earlier if token_jaccard(text, q) > near_duplicate), None)
-        if twin is not None and _norm(twin) == _norm(text):
-            problems.append(f"query for blueprint {slot} duplicates another query")
-            continue
-        if twin is not None:
-            problems.append(f"query for blueprint {slot} nearly duplicates '{twin}'; make it ask what its own "
-                            "blueprint asks (its identifier and options), not the same thing in other words")
-            continue
-        earlier.append(text)
-        kept[slot] = text
+    for slot in (n for n in numbers if n in offers):
+        first_problem = None
+        for item in offers[slot]:
+            problem = _query_problem(item.query, language=language, document=document,
+                                     max_copied_words=max_copied_words, form=form, earlier=earlier,
+                                     near_duplicate=near_duplicate)
+            if problem is None:
+                text = " ".join(item.query.split()).strip().strip('"').strip()
+                earlier.append(text)
+                kept[slot] = text
+                break
+            off_form += problem[1]
+            first_problem = first_problem or problem[0]
+        if slot not in kept:
+            problems.append(f"query for blueprint {slot} {first_problem}")
+    slots = list(offers)
     missing = [str(n) for n in numbers if n not in slots]
     if missing:
         problems.append(f"write exactly {len(numbers)} queries, one per blueprint; none was written for "

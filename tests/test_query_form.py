@@ -75,3 +75,16 @@ def test_the_check_rejects_off_form_and_near_duplicate_queries_and_says_which_we
     with pytest.raises(QueriesRejected, match="none was written for blueprint 1") as caught:
         check_queries(written[:1], BLUEPRINTS[:2], language="en")
     assert caught.value.kept == {0: "Notch signaling drives myeloma cell growth"}
+
+
+def test_several_queries_for_the_one_blueprint_asked_keep_the_first_valid_one():
+    form = QueryForm.from_examples(CLAIMS)
+    written = [WrittenQuery(blueprint=2, query="What does Jagged1 do?"),
+               WrittenQuery(blueprint=2, query="Jagged1 drives myeloma growth."),
+               WrittenQuery(blueprint=2, query="Jagged1 controls stromal cell fate."),
+               WrittenQuery(blueprint=5, query="Notch is everywhere.")]
+    assert check_queries(written, BLUEPRINTS[2:], numbers=[2], language="en", form=form) == [
+        "Jagged1 drives myeloma growth."]
+    with pytest.raises(QueriesRejected, match="query for blueprint 2 is a question") as caught:
+        check_queries(written[:1] * 2, BLUEPRINTS[2:], numbers=[2], language="en", form=form)
+    assert caught.value.off_form == 2 and caught.value.kept == {}

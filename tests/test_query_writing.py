@@ -78,6 +78,33 @@ class AlwaysAsks(SyntraBrain):
         return name, answer
 
 
+class ReadsTheRule(Recording):
+    """Writes questions unless the call itself says queries are declarative claims (a small writer asked for
+    "search queries" writes questions, and ignores a rule far up in a long instruction)."""
+
+    def _route(self, system, inputs, outputs):
+        self.rules = [*getattr(self, "rules", []), inputs.get("language", "")]
+        if "queries" in outputs and "as a declarative claim of 4-20 words" in inputs.get("language", ""):
+            system += "\n" + STYLE_MARK
+        return super()._route(system, inputs, outputs)
+
+
+def test_a_writer_told_the_examples_form_in_the_call_needs_no_repair():
+    brain, tally = ReadsTheRule(), WriteTally()
+    assert write(brain, instruction="", tally=tally) == ["Notch has broad supporting effects",
+                                                         "Notch has specific refuting effects"]
+    assert len(brain.asked) == 1 and (tally.queries, tally.off_form) == (2, 0)
+    assert brain.rules[-1].startswith("Write every query in English, as a declarative claim of 4-20 words ending")
+
+
+def test_the_rule_follows_the_examples_form():
+    from syntra_dspy.query_form import QueryForm
+
+    assert "ending with a question mark" in QueryForm.from_examples(["What does FGF21 do?", "Is ATF4 a marker?"]).rule()
+    assert "without final punctuation" in QueryForm.from_examples(["notch signalling", "fgf21 mice"]).rule()
+    assert QueryForm.from_examples(["肿瘤细胞的增殖", "小鼠的基因表达"]).rule().startswith("as a few search terms (")
+
+
 def test_a_writer_of_questions_for_claim_examples_is_rejected_with_the_repair_note():
     brain, tally = Recording(), WriteTally()
     with pytest.raises(LMOutputError, match="write a declarative claim like the examples, not a question") as caught:

@@ -278,6 +278,9 @@ class SynthesisProgram(dspy.Module):
         lang = self.state.task_definition.query_language if self.state.task_definition else "en"
         form = self.query_form()
         kept: dict[int, str] = {}
+        # The language and the examples' form, in the call itself: a small writer follows a rule next to its answer
+        # that it ignores in the fixed instruction (see ``QueryForm.rule``).
+        rule = f"Write every query in {language_name(lang)}" + (f", {form.rule()}." if form is not None else ".")
 
         def call(note: str, config: dict) -> list[str]:
             numbers = [n for n in range(len(blueprints)) if n not in kept]
@@ -285,7 +288,7 @@ class SynthesisProgram(dspy.Module):
             pred = self.write(
                 document=doc,
                 blueprints=ctx.blueprints_text(asked, numbers),
-                language=f"Write every query in {language_name(lang)}.",
+                language=rule,
                 retry_note=note,
                 config={**config, "max_tokens": 60 + 120 * len(asked)},
             )

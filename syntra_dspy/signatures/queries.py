@@ -34,6 +34,6 @@ class WriteQueriesFromBlueprints(dspy.Signature):
 
     document: str = dspy.InputField()
     blueprints: str = dspy.InputField(desc="numbered blueprints")
-    language: str = dspy.InputField(desc="the language every query must be written in")
+    language: str = dspy.InputField(desc="the language and the form every query must be written in")
     retry_note: str = dspy.InputField(desc="empty, or what was wrong with the previous answer")
     queries: list[WrittenQuery] = dspy.OutputField()
