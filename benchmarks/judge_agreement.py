@@ -59,18 +59,35 @@ def calibration_samples(inputs, lm) -> list:
 
 
 def relabel(rows: list[dict | None], candidates, calibration) -> list[dict | None]:
-    """The held-out graded judgments with labels cut by another calibration (same grades, same candidates)."""
-    from syntra_dspy.programs.judge_calibration import CLASS_LABEL
+    """The held-out graded judgments with labels cut by another calibration (same grades, same candidates); a
+    relative calibration sees each candidate against the rest of its query's retrieved list, as production does."""
+    from syntra_dspy.programs.judge_calibration import CLASS_LABEL, list_contexts
 
-    out = []
-    for row, cand in zip(rows, candidates):
+    def expected(i: int) -> float | None:
+        row = rows[i]
         if row is None or row["judgment"] is None or "grade" not in row["judgment"]:
+            return None
+        return row["judgment"]["grade"]["expected"]
+
+    contexts: list = [None] * len(candidates)
+    groups: dict[str, list[int]] = {}
+    for i, cand in enumerate(candidates):
+        groups.setdefault(cand.query_id, []).append(i)
+    for members in groups.values():
+        graded = [i for i in members if expected(i) is not None]
+        for i, context in zip(graded, list_contexts([expected(i) for i in graded],
+                                                    [candidates[i].cosine for i in graded],
+                                                    [candidates[i].rank is not None for i in graded])):
+            contexts[i] = context
+    out = []
+    for i, (row, cand) in enumerate(zip(rows, candidates)):
+        e = expected(i)
+        if e is None:
             out.append(row)
             continue
-        expected = row["judgment"]["grade"]["expected"]
-        label = CLASS_LABEL[calibration.classify(expected, cand.cosine)]
+        label = CLASS_LABEL[calibration.classify(e, cand.cosine, contexts[i])]
         out.append({**row, "judgment": {**row["judgment"], "label": label,
-                                        "score": calibration.score(expected, cand.cosine)}})
+                                        "score": calibration.score(e, cand.cosine, contexts[i])}})
     return out
 
 
@@ -122,11 +139,15 @@ def main() -> int:
     samples = calibration_samples(inputs, lm)
     compiled = report["judges"][graded]["judge"].get("calibration", {}).get("feature", "?")
     judges = {f"graded, compiled calibration ({compiled})": rows_of("graded", candidates)}
-    for feature in ("expected", "fused"):
+    names = {"expected": "E alone", "fused": "E + cosine (fused)", "relative": "fused + standing in the list (relative)"}
+    for feature, label in names.items():
         calibration = fit_calibration(samples, feature=feature)
-        name = f"graded, {'E alone' if feature == 'expected' else 'E + cosine (fused)'}"
+        name = f"graded, {label}"
         judges[name] = relabel(rows_of("graded", candidates), candidates, calibration)
     held_out = {name: score_judge(candidates, rows) for name, rows in judges.items()}
+    first, *others = judges  # every other calibration against the compiled one, on the same grades and candidates
+    held_out_pairs = {f"{name} vs {first}": paired_kappa_difference(candidates, judges[first], judges[name])
+                      for name in others}
 
     subset = written_on_subset(inputs, lm, candidates, args.written_queries, log) if args.written_queries else []
     on_subset, comparisons = {}, {}
@@ -139,11 +160,12 @@ def main() -> int:
         for name in judges:
             comparisons[f"{name} vs written"] = paired_kappa_difference(subset, sub_rows["written"], sub_rows[name])
     summary = {**report, "calibration_samples": len(samples), "held_out": held_out,
+               "held_out_comparisons": held_out_pairs,
                "written_subset": {"queries": len({c.query_id for c in subset}), "candidates": len(subset),
                                   "judges": on_subset, "comparisons": comparisons}}
     text = (args.work / "agreement.md").read_text() + render_variants(
         "All held-out claims: the graded judge under each calibration (fitted on the artifact's calibration set, "
-        "applied unchanged)", held_out)
+        "applied unchanged)", held_out, held_out_pairs)
     if subset:
         text += render_variants(f"The first {summary['written_subset']['queries']} claims "
                                 f"({len(subset)} candidates): written against graded, same candidates",

@@ -86,3 +86,63 @@ def test_the_graded_loop_explains_mismatches_only_for_an_attempt_it_refines(tmp_
         assert tried[0]["details"]["mismatches"] and tried[0]["feedback"]  # the raw mismatches are recorded
     else:
         assert refined >= 1 and tried[-1]["passed"]
+
+
+def _shifted_lists(queries=6):
+    """Each query's list has its own level (a generous judge on one query, a strict one on the next): the positive
+    is always the one that stands out from its list, but no absolute cut separates positives from negatives."""
+    samples = []
+    for q in range(queries):
+        level = 0.25 * q
+        samples += [sample(f"q{q}", 1.6 + level, 0.55 + 0.03 * q, "positive")]
+        samples += [sample(f"q{q}", 1.0 + level + 0.05 * n, 0.45 + 0.03 * q + 0.01 * n, "hard_negative")
+                    for n in range(5)]
+        samples += [CalibrationSample(f"q{q}", 0.1 + level, 0.05, "easy_negative", "control", listed=False)]
+    return samples
+
+
+def test_the_relative_score_wins_when_positives_stand_out_from_their_own_list():
+    samples = _shifted_lists()
+    cal = fit_calibration(samples)
+    assert cal.feature == "relative" and cal.needs_list
+    cv = cal.summary.cv_binary_kappa
+    assert cv["relative"] == 1.0 and cv["relative"] > max(cv["expected"], cv["fused"])
+    assert cal.summary.binary_kappa == 1.0 and cal.summary.auc["relative"] == 1.0
+    with pytest.raises(ValueError, match="rest of its query's list"):
+        cal.score(2.0, 0.5)
+
+
+def test_the_relative_judge_settles_a_querys_labels_against_its_list():
+    from syntra_dspy.programs.grading import Grade
+    from syntra_dspy.programs.judge import Candidate, RelevanceJudge
+
+    cal = fit_calibration(_shifted_lists())
+
+    class Program:  # grades a candidate by the E written in its text
+        state = type("S", (), {"judge": cal})()
+
+        def grade_candidate(self, query, text, logprobs=True):
+            e = float(text)
+            return Grade((1 - e / 3, 0.0, 0.0, e / 3), None, 1.0)
+
+    judge = RelevanceJudge(Program())
+    # a strict query: every E is low, but the first candidate stands out from the rest of its list
+    texts = ["1.2", "0.6", "0.65", "0.7", "0.62", "0.68"]
+    cands = [Candidate(t, 0.5 - 0.01 * n) for n, t in enumerate(texts)] + [Candidate("0.1", 0.05, listed=False)]
+    judged = judge.judge_all("q", cands)
+    assert [j.klass for j in judged[:2]] == ["positive", "hard_negative"]
+    assert judged[-1].klass == "easy_negative"
+    # the same first candidate judged alone has no list to stand out from
+    (alone,) = judge.judge("q", cands[:1])
+    assert alone.klass != "positive"
+    # `syntra agreement` logs each candidate's judgment as it is made, then settles the query's labels
+    from syntra_dspy.candidates import JudgedCandidate
+    from syntra_dspy.comparison.judge_eval import settle_rows
+
+    judged_alone = [judge.judge("q", [c])[0] for c in cands]
+    rows = [{"key": str(n), "judgment": j.to_dict()} for n, j in enumerate(judged_alone)]
+    listed = [JudgedCandidate("q", "q", str(n), n if c.listed else None, c.cosine, "x", "retrieved")
+              for n, c in enumerate(cands)]
+    settled = settle_rows(judge, listed, rows, corpus=None)
+    assert [r["judgment"]["class"] for r in settled] == [j.klass for j in judged]
+    assert rows[0]["judgment"]["class"] != "positive"  # the log's provisional row is left as it was

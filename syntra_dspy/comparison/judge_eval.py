@@ -23,7 +23,8 @@ from typing import Any
 from syntra_dspy.candidates import JudgedCandidate, build_candidates
 from syntra_dspy.comparison.agreement import label_agreement
 from syntra_dspy.evaluation.exclude import normalize_query
-from syntra_dspy.programs.judge import Candidate, RelevanceJudge
+from syntra_dspy.programs.grading import Grade
+from syntra_dspy.programs.judge import Candidate, Judgment, RelevanceJudge
 from syntra_dspy.programs.judge_calibration import best_cut, roc_auc
 from syntra_dspy.signatures.types import label_class
 
@@ -70,7 +71,35 @@ def judge_candidates(judge: RelevanceJudge, artifact: str, candidates: Sequence[
         if progress is not None:
             progress()
         rows.append(log.done[key])
-    return rows
+    return settle_rows(judge, candidates, rows, corpus)
+
+
+def settle_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate], rows: Sequence[dict[str, Any] | None],
+                corpus: Any) -> list[dict[str, Any] | None]:
+    """Rows whose labels are final: a relative judge labels each candidate against the rest of its query's
+    retrieved list, so the per-candidate labels logged while judging are provisional and are settled here."""
+    if judge.mode != "graded" or not judge.calibration.needs_list:
+        return list(rows)
+    out = list(rows)
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        groups.setdefault(c.query_id, []).append(i)
+    for members in groups.values():
+        asked = [Candidate("", candidates[i].cosine, listed=candidates[i].rank is not None) for i in members]
+        judged = [_judgment_of(rows[i]) for i in members]
+        for i, judgment in zip(members, judge.settle(asked, judged)):
+            row = rows[i]
+            if row is not None and judgment is not None:
+                out[i] = {**row, "judgment": judgment.to_dict()}
+    return out
+
+
+def _judgment_of(row: dict[str, Any] | None) -> Judgment | None:
+    if row is None or row.get("judgment") is None or "grade" not in row["judgment"]:
+        return None
+    g = row["judgment"]["grade"]
+    grade = Grade(tuple(g["probs"]) if g.get("probs") is not None else None, g.get("written"), g.get("mass"))
+    return Judgment(row["judgment"]["label"], grade, row["judgment"].get("score"))
 
 
 def _null():

@@ -24,7 +24,8 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.grading import Grade
 from syntra_dspy.programs.judge import Candidate, RelevanceJudge
-from syntra_dspy.programs.judge_calibration import CalibrationSample, JudgeCalibration, fit_calibration
+from syntra_dspy.programs.judge_calibration import (CalibrationSample, JudgeCalibration, fit_calibration,
+                                                   sample_contexts)
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,8 @@ def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any) 
 
 
 def samples_of(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | None]) -> list[CalibrationSample]:
-    return [CalibrationSample(c.query, g.expected, c.cosine, c.gold, c.source)  # type: ignore[arg-type]
+    return [CalibrationSample(c.query, g.expected, c.cosine, c.gold, c.source,  # type: ignore[arg-type]
+                              listed=c.rank is not None)
             for c, g in zip(candidates, grades) if g is not None and g.expected is not None]
 
 
@@ -91,10 +93,11 @@ def mismatches(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | N
                corpus: Any, *, limit: int = 8, max_doc_chars: int = 500) -> str:
     """Known positives the calibrated judge called negative, and random documents it called positive."""
     lines = []
-    for c, g in zip(candidates, grades):
-        if g is None or g.expected is None:
-            continue
-        klass = calibration.classify(g.expected, c.cosine)
+    graded = [(c, g) for c, g in zip(candidates, grades) if g is not None and g.expected is not None]
+    contexts = sample_contexts(samples_of([c for c, _ in graded], [g for _, g in graded]))
+    for (c, g), context in zip(graded, contexts):
+        assert g is not None and g.expected is not None
+        klass = calibration.classify(g.expected, c.cosine, context)
         wrong_pos = c.gold == "positive" and klass != "positive"
         wrong_ctrl = c.source == "control" and klass == "positive"
         if not (wrong_pos or wrong_ctrl):

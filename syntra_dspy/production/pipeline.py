@@ -198,9 +198,13 @@ class DocumentPipeline:
         """Label every candidate of every query, in the judge's chunks with local ids; chunks run concurrently, and
         a chunk that fails is recorded as a failure (``RelevanceJudge.judge_all`` is the sequential form)."""
         jobs: list[tuple[QueryResult, int, int, Future]] = []
+        judged: dict[str, list[Judgment | None]] = {}
+        asked: dict[str, list[JudgeCandidate]] = {}
         for q in result.queries:
+            asked[q.query_id] = [JudgeCandidate(result.texts[c.doc_id], c.score) for c in q.candidates]
+            judged[q.query_id] = [None] * len(q.candidates)
             for start, stop in self.judge.chunks(len(q.candidates)):
-                chunk = [JudgeCandidate(result.texts[c.doc_id], c.score) for c in q.candidates[start:stop]]
+                chunk = asked[q.query_id][start:stop]
                 jobs.append((q, start, stop, submit_in_context(self.chunk_pool, self._label, q.text, chunk)))
         fatal: BaseException | None = None
         for q, start, stop, future in jobs:  # wait for every chunk, so none outlives this document's meter
@@ -216,10 +220,13 @@ class DocumentPipeline:
             except Exception as exc:  # noqa: BLE001 - backend trouble fails the document (retried on resume)
                 fatal = fatal or exc
                 continue
-            for cand, judgment in zip(chunk, labels):  # local id i is the i-th candidate of the chunk
-                cand.label, cand.grade, cand.judge_score = judgment.label, judgment.grade, judgment.score
+            judged[q.query_id][start:start + len(labels)] = labels  # local id i is the i-th candidate of the chunk
         if fatal is not None:
             raise fatal
+        for q in result.queries:  # a relative judge labels each candidate against the rest of its list
+            for cand, judgment in zip(q.candidates, self.judge.settle(asked[q.query_id], judged[q.query_id])):
+                if judgment is not None:
+                    cand.label, cand.grade, cand.judge_score = judgment.label, judgment.grade, judgment.score
 
     def _label(self, query: str, chunk: Sequence[JudgeCandidate]) -> list[Judgment]:
         with self.slots:

@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from syntra_dspy.errors import LMOutputError
 from syntra_dspy.programs.grading import Grade
-from syntra_dspy.programs.judge_calibration import CLASS_LABEL, UNCALIBRATED, JudgeCalibration
+from syntra_dspy.programs.judge_calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
+                                                   list_contexts)
 from syntra_dspy.signatures.types import label_class
 
 logger = logging.getLogger(__name__)
@@ -30,10 +31,13 @@ JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
 
 @dataclass(frozen=True)
 class Candidate:
-    """What the judge needs of a candidate: its text and, for a fused calibration, the retriever's cosine."""
+    """What the judge needs of a candidate: its text and, for a fused or relative calibration, the retriever's
+    cosine; ``listed``: whether it is one of the query's retrieved list (a relative calibration compares each
+    candidate with the listed others; a random control or an added positive is not listed)."""
 
     text: str
     cosine: float | None = None
+    listed: bool = True
 
 
 @dataclass(frozen=True)
@@ -99,11 +103,30 @@ class RelevanceJudge:
 
     def _graded(self, query: str, candidate: Candidate) -> Judgment:
         grade = self._grade(query, candidate.text)
+        # A relative calibration's label is provisional here (no list yet: standing 0); ``settle`` finalises it.
+        return self._calibrated(grade, candidate, ListContext((), ()) if self.calibration.needs_list else None)
+
+    def _calibrated(self, grade: Grade, candidate: Candidate, context: ListContext | None) -> Judgment:
         expected = grade.expected
         assert expected is not None  # grade_candidate never returns a grade without probabilities or a digit
-        score = self.calibration.score(expected, candidate.cosine)
-        klass = self.calibration.classify(expected, candidate.cosine)
+        score = self.calibration.score(expected, candidate.cosine, context)
+        klass = self.calibration.classify(expected, candidate.cosine, context)
         return Judgment(CLASS_LABEL[klass], grade, score)
+
+    def settle(self, candidates: Sequence[Candidate], judgments: Sequence[Judgment | None]) -> list[Judgment | None]:
+        """The final judgments of one query's candidates once all are graded: a relative calibration classifies
+        each against the other listed candidates; any other judge's judgments are already final."""
+        if self.mode != "graded" or not self.calibration.needs_list:
+            return list(judgments)
+        graded = [i for i, j in enumerate(judgments) if j is not None and j.grade is not None
+                  and j.grade.expected is not None and candidates[i].cosine is not None]
+        contexts = list_contexts([judgments[i].grade.expected for i in graded],  # type: ignore[union-attr,misc]
+                                 [candidates[i].cosine for i in graded],  # type: ignore[misc]
+                                 [candidates[i].listed for i in graded])
+        out = list(judgments)
+        for i, context in zip(graded, contexts):
+            out[i] = self._calibrated(judgments[i].grade, candidates[i], context)  # type: ignore[union-attr,arg-type]
+        return out
 
     def _grade(self, query: str, text: str) -> Grade:
         if self.fallback is None:
@@ -142,4 +165,4 @@ class RelevanceJudge:
             except LMOutputError as exc:
                 logger.warning("annotation failed for %r (candidates %d-%d): %s", query[:60], start,
                                start + len(chunk) - 1, exc)
-        return out
+        return self.settle(candidates, out)

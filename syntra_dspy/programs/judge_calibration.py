@@ -5,8 +5,12 @@ mode fits, on a calibration set with known classes (the few-shot queries' retrie
 the other candidates as presumed negatives, random corpus documents as easy negatives; plus any labels people
 confirmed), one score and two cut points:
 
-* score: E alone (``expected``), or E and the cosine standardised on the calibration set and added (``fused``);
-  ``auto`` picks the one with the better leave-one-query-out agreement, so the choice is not an in-sample fit;
+* score: E alone (``expected``); E and the cosine standardised on the calibration set and added (``fused``); or
+  ``relative``: the fused score plus how far the candidate's E and cosine stand above the *other* candidates of its
+  query's retrieved list (each as a z-score against that list, standardised again on the calibration set). A
+  relevant document stands out from the rest of its list; an absolute score alone cannot see that. Measured on 50
+  held-out SciFact claims (1.5B judge, query-grouped cross-validation): binary kappa 0.50 against 0.42 for fused.
+  ``auto`` picks the one with the best leave-one-query-out agreement, so the choice is not an in-sample fit;
 * ``positive_threshold``: the cut that maximises binary Cohen's kappa (the middle of the best interval);
 * ``hard_threshold``: below the positive cut, the cut that best separates related candidates (hard negatives)
   from unrelated ones (easy negatives), by three-class kappa.
@@ -26,7 +30,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Klass = Literal["positive", "hard_negative", "easy_negative"]
-Feature = Literal["expected", "fused"]
+Feature = Literal["expected", "fused", "relative"]
+FEATURES: tuple[Feature, ...] = ("expected", "fused", "relative")
 #: The 0-3 label stored for each calibrated class (what export's 3/2 → positive, 1 → hard, 0 → easy reads back).
 CLASS_LABEL: dict[str, int] = {"positive": 2, "hard_negative": 1, "easy_negative": 0}
 
@@ -40,6 +45,33 @@ class CalibrationSample:
     cosine: float
     gold: Klass
     source: str  # example_positive | retrieved | control | human
+    listed: bool = True  # in the query's retrieved list (False: a random control, or a positive added to the set)
+
+
+@dataclass(frozen=True)
+class ListContext:
+    """The other graded candidates of the same query's retrieved list (the candidate itself left out)."""
+
+    expected: tuple[float, ...]
+    cosine: tuple[float, ...]
+
+
+#: Below this spread a list's z-score would blow up: the other candidates are then taken as one point.
+_MIN_SPREAD = 1e-3
+
+
+def standing(value: float, others: Sequence[float]) -> float:
+    """How far ``value`` stands above ``others``, in their standard deviations (0 with fewer than two others)."""
+    if len(others) < 2:
+        return 0.0
+    return (value - statistics.fmean(others)) / max(statistics.pstdev(others), _MIN_SPREAD)
+
+
+def list_contexts(expected: Sequence[float], cosine: Sequence[float], listed: Sequence[bool]) -> list[ListContext]:
+    """For each candidate of one query, the context of the others in the retrieved list (``listed``)."""
+    members = [i for i, ok in enumerate(listed) if ok]
+    return [ListContext(tuple(expected[j] for j in members if j != i), tuple(cosine[j] for j in members if j != i))
+            for i in range(len(expected))]
 
 
 class CalibrationSummary(BaseModel):
@@ -74,22 +106,41 @@ class JudgeCalibration(BaseModel):
     expected_std: float = 1.0
     cosine_mean: float = 0.0
     cosine_std: float = 1.0
+    # ``relative`` only: the standardisation of the candidate's standing in its list (E, then cosine)
+    expected_standing_mean: float = 0.0
+    expected_standing_std: float = 1.0
+    cosine_standing_mean: float = 0.0
+    cosine_standing_std: float = 1.0
     summary: CalibrationSummary | None = None
 
-    def score(self, expected: float, cosine: float | None) -> float:
-        """The calibrated score: E, or standardised E plus standardised cosine."""
+    @property
+    def needs_list(self) -> bool:
+        """Whether a candidate can only be classified with the rest of its query's retrieved list."""
+        return self.feature == "relative"
+
+    def score(self, expected: float, cosine: float | None, context: ListContext | None = None) -> float:
+        """The calibrated score: E; standardised E plus standardised cosine; and for ``relative`` also the
+        standardised standing of both against the other candidates of the list."""
         if self.feature == "expected":
             return expected
         if cosine is None:
-            raise ValueError("the fused judge needs the retriever's similarity of every candidate")
-        return (expected - self.expected_mean) / self.expected_std + (cosine - self.cosine_mean) / self.cosine_std
+            raise ValueError(f"the {self.feature} judge needs the retriever's similarity of every candidate")
+        fused = (expected - self.expected_mean) / self.expected_std + (cosine - self.cosine_mean) / self.cosine_std
+        if self.feature == "fused":
+            return fused
+        if context is None:
+            raise ValueError("the relative judge classifies a candidate against the rest of its query's list; "
+                             "judge the query's candidates together (RelevanceJudge.judge_all)")
+        e_stand = (standing(expected, context.expected) - self.expected_standing_mean) / self.expected_standing_std
+        c_stand = (standing(cosine, context.cosine) - self.cosine_standing_mean) / self.cosine_standing_std
+        return fused + e_stand + c_stand
 
-    def classify(self, expected: float, cosine: float | None) -> Klass:
-        return classify_score(self.score(expected, cosine), self.positive_threshold, self.hard_threshold)
+    def classify(self, expected: float, cosine: float | None, context: ListContext | None = None) -> Klass:
+        return classify_score(self.score(expected, cosine, context), self.positive_threshold, self.hard_threshold)
 
-    def label(self, expected: float, cosine: float | None) -> int:
+    def label(self, expected: float, cosine: float | None, context: ListContext | None = None) -> int:
         """The stored 0-3 label of the calibrated class (2 positive, 1 hard negative, 0 easy negative)."""
-        return CLASS_LABEL[self.classify(expected, cosine)]
+        return CLASS_LABEL[self.classify(expected, cosine, context)]
 
 
 #: Used when a graded judgment has no fitted calibration (an artifact compiled before graded judging): the
@@ -164,12 +215,32 @@ def _standardiser(values: Sequence[float]) -> tuple[float, float]:
     return mean, std if std > 1e-9 else 1.0
 
 
+def sample_contexts(samples: Sequence[CalibrationSample]) -> list[ListContext]:
+    """Each sample's list context: the other listed samples of its query."""
+    out: list[ListContext | None] = [None] * len(samples)
+    by_query: dict[str, list[int]] = {}
+    for i, s in enumerate(samples):
+        by_query.setdefault(s.query, []).append(i)
+    for members in by_query.values():
+        group = [samples[i] for i in members]
+        for i, context in zip(members, list_contexts([s.expected for s in group], [s.cosine for s in group],
+                                                      [s.listed for s in group])):
+            out[i] = context
+    return out  # type: ignore[return-value]
+
+
 def _fit_feature(samples: Sequence[CalibrationSample], feature: Feature) -> JudgeCalibration:
     e_mean, e_std = _standardiser([s.expected for s in samples])
     c_mean, c_std = _standardiser([s.cosine for s in samples])
+    contexts = sample_contexts(samples)
+    es_mean, es_std = _standardiser([standing(s.expected, c.expected) for s, c in zip(samples, contexts)])
+    cs_mean, cs_std = _standardiser([standing(s.cosine, c.cosine) for s, c in zip(samples, contexts)])
     probe = JudgeCalibration(feature=feature, positive_threshold=0.0, hard_threshold=0.0, expected_mean=e_mean,
-                             expected_std=e_std, cosine_mean=c_mean, cosine_std=c_std)
-    scores = [probe.score(s.expected, s.cosine) for s in samples]
+                             expected_std=e_std, cosine_mean=c_mean, cosine_std=c_std,
+                             **({"expected_standing_mean": es_mean, "expected_standing_std": es_std,
+                                 "cosine_standing_mean": cs_mean, "cosine_standing_std": cs_std}
+                                if feature == "relative" else {}))
+    scores = [probe.score(s.expected, s.cosine, c) for s, c in zip(samples, contexts)]
     positive = best_cut(scores, [s.gold == "positive" for s in samples])
     hard = _hard_cut(scores, [s.gold for s in samples], positive)
     return probe.model_copy(update={"positive_threshold": positive, "hard_threshold": hard})
@@ -186,9 +257,10 @@ def _cv_kappa(samples: Sequence[CalibrationSample], feature: Feature) -> float |
         if not any(s.gold == "positive" for s in train):
             continue
         fitted = _fit_feature(train, feature)
-        for s in (s for s in samples if s.query == query):
+        held = [s for s in samples if s.query == query]
+        for s, context in zip(held, sample_contexts(held)):
             gold.append("positive" if s.gold == "positive" else "negative")
-            pred.append("positive" if fitted.classify(s.expected, s.cosine) == "positive" else "negative")
+            pred.append("positive" if fitted.classify(s.expected, s.cosine, context) == "positive" else "negative")
     return _kappa(gold, pred, ("positive", "negative")) if gold else None
 
 
@@ -201,16 +273,19 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
         raise ValueError("a judge calibration needs at least one judged candidate")
     if not any(s.gold == "positive" for s in samples):
         raise ValueError("a judge calibration needs at least one known positive")
-    features: tuple[Feature, ...] = ("expected", "fused") if feature == "auto" else (feature,)
-    cv = {f: _cv_kappa(samples, f) for f in ("expected", "fused")}
-    chosen = max(features, key=lambda f: (cv[f] if cv[f] is not None else -2.0, f == "expected"))
+    features: tuple[Feature, ...] = FEATURES if feature == "auto" else (feature,)
+    cv = {f: _cv_kappa(samples, f) for f in FEATURES}
+    # Ties go to the simpler score (fewer fitted numbers): expected, then fused, then relative.
+    chosen = max(features, key=lambda f: (cv[f] if cv[f] is not None else -2.0, -FEATURES.index(f)))
     fitted = _fit_feature(samples, chosen)
+    contexts = sample_contexts(samples)
     gold = [s.gold for s in samples]
-    pred = [fitted.classify(s.expected, s.cosine) for s in samples]
+    pred = [fitted.classify(s.expected, s.cosine, c) for s, c in zip(samples, contexts)]
     binary = agreement([to_binary(g) for g in gold], [to_binary(p) for p in pred], ("relevant", "non_relevant"))
     three = agreement(gold, pred, ("positive", "hard_negative", "easy_negative"))
     is_pos = [s.gold == "positive" for s in samples]
     fused = _fit_feature(samples, "fused")
+    relative = fitted if chosen == "relative" else _fit_feature(samples, "relative")
     sources: dict[str, int] = {}
     for s in samples:
         sources[s.source] = sources.get(s.source, 0) + 1
@@ -224,7 +299,9 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
         cv_binary_kappa=cv,
         auc={"expected": roc_auc([s.expected for s in samples], is_pos),
              "cosine": roc_auc([s.cosine for s in samples], is_pos),
-             "fused": roc_auc([fused.score(s.expected, s.cosine) for s in samples], is_pos)},
+             "fused": roc_auc([fused.score(s.expected, s.cosine) for s in samples], is_pos),
+             "relative": roc_auc([relative.score(s.expected, s.cosine, c) for s, c in zip(samples, contexts)],
+                                 is_pos)},
     )
     return fitted.model_copy(update={"summary": summary})
 
