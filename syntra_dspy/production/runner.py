@@ -262,9 +262,11 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                         return
                     inflight.add(submit_in_context(doc_pool, pipeline.run, *unit))
 
-            fill()
-            while inflight:
-                try:
+            while True:
+                try:  # filling is inside the try too: a Ctrl-C that lands while documents are submitted is handled
+                    fill()
+                    if not inflight:
+                        break
                     done, _ = wait(inflight, timeout=1.0, return_when=FIRST_COMPLETED)
                     for future in done:
                         try:
@@ -288,7 +290,6 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                         for future in inflight:
                             future.cancel()
                         inflight = {f for f in inflight if not f.cancelled()}
-                    fill()
                 except KeyboardInterrupt:
                     if stopping and status == "interrupted":
                         cancel_calls(lm)  # wake workers waiting on a call or a retry; nothing more is committed

@@ -195,7 +195,9 @@ def test_a_second_ctrl_c_stops_within_seconds_and_keeps_finished_documents(mini,
             try:
                 output = proc.communicate(timeout=15)[0].decode(errors="replace")
             except subprocess.TimeoutExpired:
-                pytest.fail("the second Ctrl-C did not stop the run within 15 s")
+                proc.kill()
+                pytest.fail("the second Ctrl-C did not stop the run within 15 s:\n"
+                            + proc.communicate(timeout=30)[0].decode(errors="replace")[-3000:])
             assert time.monotonic() - started < 10
         finally:
             if proc.poll() is None:
