@@ -57,6 +57,29 @@ def test_graded_production_stores_probabilities_and_applies_the_compiled_calibra
     assert len(ranks) == 3 * QUERIES and any(r == 0 for _, r in ranks)
 
 
+def test_a_relative_calibration_labels_each_candidate_against_the_rest_of_its_list(tmp_path_factory, minilm,
+                                                                                  tmp_path):
+    from syntra_dspy.programs.judge_calibration import list_contexts
+
+    art, index = mini_artifact(tmp_path_factory, judge="graded", feature="relative")
+    calibration = load_artifact(art).program.state.judge
+    assert calibration is not None and calibration.feature == "relative" and calibration.needs_list
+    store = tmp_path / "run.db"
+    produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm, progress=False,
+            docs=2, queries_per_doc=QUERIES, top_k=K, concurrency=2)
+    found = rows(store, "SELECT c.query_id, c.label, c.score, g.expected, g.judge_score FROM candidates c "
+                        "JOIN grades g USING (query_id, rank) ORDER BY c.query_id, c.rank")
+    by_query: dict[str, list] = {}
+    for query_id, *rest in found:
+        by_query.setdefault(query_id, []).append(rest)
+    assert len(by_query) == 2 * QUERIES
+    for group in by_query.values():
+        contexts = list_contexts([e for _, _, e, _ in group], [c for _, c, _, _ in group], [True] * len(group))
+        for (label, cosine, expected, score), context in zip(group, contexts):
+            assert label == calibration.label(expected, cosine, context)
+            assert score == pytest.approx(calibration.score(expected, cosine, context))
+
+
 class NoProbabilities(SyntraBrain):
     """A backend that answers the digit but returns no log probabilities."""
 

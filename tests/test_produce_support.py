@@ -16,17 +16,18 @@ from helpers import compile_mini
 _COMPILED: dict[str, Any] = {}
 
 
-def mini_artifact(tmp_path_factory, judge: str = "written") -> tuple[Path, Path]:
+def mini_artifact(tmp_path_factory, judge: str = "written", feature: str = "expected") -> tuple[Path, Path]:
     """(artifact dir, index dir) of the mini task compiled once per test session with the scripted brain.
 
     ``written`` (most production tests: annotation in chunks with local ids) or ``graded`` (one candidate per
-    call, label-token probabilities, a fitted calibration)."""
-    if judge not in _COMPILED:
-        root = tmp_path_factory.getbasetemp() / f"produce-mini-{judge}"
+    call, label-token probabilities, a fitted calibration of score ``feature``)."""
+    key = judge if feature == "expected" else f"{judge}-{feature}"
+    if key not in _COMPILED:
+        root = tmp_path_factory.getbasetemp() / f"produce-mini-{key}"
         root.mkdir(exist_ok=True)
-        artifact, _ = compile_mini(root, judge=judge, judge_feature="expected")
-        _COMPILED[judge] = (artifact.path, root / "index")
-    return _COMPILED[judge]
+        artifact, _ = compile_mini(root, judge=judge, judge_feature=feature)
+        _COMPILED[key] = (artifact.path, root / "index")
+    return _COMPILED[key]
 
 
 def prefix(text: str, n: int = 60) -> str:
