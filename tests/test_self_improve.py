@@ -173,6 +173,21 @@ def test_clean_text_drops_looping_sentences_but_keeps_structure():
     assert clean_text("1. Yes.\n2. Yes.") == "1. Yes.\n2. Yes."  # short items are not treated as loops
 
 
+def test_clean_text_drops_sentences_that_repeat_an_earlier_one_with_a_word_changed():
+    from syntra_dspy.optimizers.self_improve import clean_text
+
+    # what the embedded 1.5B refiner wrote as SciFact's query instruction (shortened)
+    looped = ("The query must be written in a clear and concise manner. The query must be written in a way that is "
+              "consistent with the claim. The query must be written in a way that is consistent with the evidence. "
+              "The query must be written in a way that is consistent with the context. Name the finding, not the "
+              "method.")
+    assert clean_text(looped) == ("The query must be written in a clear and concise manner. The query must be "
+                                  "written in a way that is consistent with the claim. Name the finding, not the "
+                                  "method.")
+    distinct = "Queries state one finding as a claim. Queries never copy a sentence of the abstract."
+    assert clean_text(distinct) == distinct
+
+
 def test_clean_text_drops_a_sentence_the_token_budget_cut_off():
     from syntra_dspy.optimizers.self_improve import clean_text
 

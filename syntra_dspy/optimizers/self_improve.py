@@ -28,6 +28,7 @@ from syntra_dspy.programs.authoring import ROLE_OF, InstructionAuthor
 from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.judge_calibration import fit_calibration
 from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.query_form import tokens as query_tokens
 from syntra_dspy.retrieval import LexicalSourceRank
 from syntra_dspy.task import TaskDefinition
 
@@ -40,14 +41,22 @@ _FENCE = re.compile(r"^```[a-zA-Z]*\n?|\n?```$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+#: Token-set overlap above which a sentence of an LM-written instruction repeats an earlier one (see clean_text).
+NEAR_REPEAT = 0.75
+
+
 def clean_text(text: str | None) -> str:
     """Instruction text an LM wrote, without code fences and without repeated sentences.
 
-    Small models fall into loops that repeat a sentence until the token budget runs out; every repeat after
-    the first is dropped (order and line structure are kept), so a loop cannot bloat every later prompt.
+    Small models fall into loops that repeat a sentence until the token budget runs out, or repeat it with one
+    word changed ("The query must be consistent with the claim. ... with the evidence. ... with the context.");
+    every repeat after the first, and every sentence of six or more words whose words overlap an earlier one's by
+    more than ``NEAR_REPEAT`` (Jaccard), is dropped (order and line structure are kept), so a loop cannot bloat
+    every later prompt.
     """
     text = _FENCE.sub("", (text or "").strip()).strip()
     seen: set[str] = set()
+    earlier: list[set[str]] = []
     lines = []
     for line in text.splitlines():
         kept = []
@@ -55,7 +64,12 @@ def clean_text(text: str | None) -> str:
             key = " ".join(sentence.lower().split())
             if key and len(key) > 12 and key in seen:
                 continue
+            words = set(query_tokens(sentence))
+            if len(words) >= 6 and any(len(words & w) / len(words | w) > NEAR_REPEAT for w in earlier):
+                continue
             seen.add(key)
+            if len(words) >= 6:
+                earlier.append(words)
             kept.append(sentence)
         if kept or not line.strip():
             lines.append(" ".join(kept).rstrip())
