@@ -119,6 +119,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=Path.home() / "syntra-runs" / "agreement")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the results are written")
     args = parser.parse_args()
 
     from syntra_dspy.candidates import JudgedCandidate
@@ -138,7 +139,10 @@ def main() -> int:
     inputs, lm = load(args.artifact)
     samples = calibration_samples(inputs, lm)
     compiled = report["judges"][graded]["judge"].get("calibration", {}).get("feature", "?")
-    judges = {f"graded, compiled calibration ({compiled})": rows_of("graded", candidates)}
+    # The log holds each candidate's judgment as it was made; a relative calibration settles a query's labels
+    # afterwards, so the compiled judge's labels are cut again here from the same grades.
+    judges = {f"graded, compiled calibration ({compiled})": relabel(rows_of("graded", candidates), candidates,
+                                                                    inputs.artifact.program.state.judge)}
     names = {"expected": "E alone", "fused": "E + cosine (fused)", "relative": "fused + standing in the list (relative)"}
     for feature, label in names.items():
         calibration = fit_calibration(samples, feature=feature)
@@ -172,12 +176,13 @@ def main() -> int:
                                 on_subset, comparisons)
     print(text)
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "agreement.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-        (RESULTS / "agreement.md").write_text(text)
+        results = args.results
+        results.mkdir(parents=True, exist_ok=True)
+        (results / "agreement.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        (results / "agreement.md").write_text(text)
         for name in ("candidates.json", "judgments.jsonl", "reliability.png"):
             if (args.work / name).exists():
-                shutil.copy(args.work / name, RESULTS / name)
+                shutil.copy(args.work / name, results / name)
     return 0
 
 
