@@ -178,31 +178,45 @@ def test_a_second_ctrl_c_stops_within_seconds_and_keeps_finished_documents(mini,
                    "--queries-per-doc", "1", "--top-k", "2", "--chunk-size", "2", "--concurrency", "1",
                    "--no-progress"]
         proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
+        reader.start()
+
+        def output_so_far() -> str:
+            return b"".join(lines).decode(errors="replace") if lines and isinstance(lines[0], bytes) else ""
+
         try:
             deadline = time.monotonic() + 180
             while server.requests == before and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             if not (proc.poll() is None and server.requests > before):
                 proc.kill()  # the run never reached the hung server: fail with its output, never wait on it
-                pytest.fail("the run did not reach the server within 180 s:\n"
-                            + proc.communicate(timeout=30)[0].decode(errors="replace")[-3000:])
+                proc.wait(timeout=30)
+                pytest.fail("the run did not reach the server within 180 s:\n" + output_so_far()[-3000:])
             time.sleep(0.5)
             proc.send_signal(signal.SIGINT)  # first: stop taking documents, wait for the ones in flight
-            time.sleep(1.0)
-            assert proc.poll() is None  # still waiting for the hung call, as the first Ctrl-C promises
+            # As a user does: press again once the first press was acknowledged (two presses that land while the
+            # interpreter is busy in C code reach Python as one).
+            deadline = time.monotonic() + 30
+            while "Ctrl-C again to abandon" not in output_so_far() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert proc.poll() is None, output_so_far()[-3000:]  # still waiting for the hung call, as promised
+            assert "Ctrl-C again to abandon" in output_so_far(), output_so_far()[-3000:]
             proc.send_signal(signal.SIGINT)  # second: abandon them
             started = time.monotonic()
             try:
-                output = proc.communicate(timeout=15)[0].decode(errors="replace")
+                proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                pytest.fail("the second Ctrl-C did not stop the run within 15 s:\n"
-                            + proc.communicate(timeout=30)[0].decode(errors="replace")[-3000:])
+                proc.wait(timeout=30)
+                pytest.fail("the second Ctrl-C did not stop the run within 15 s:\n" + output_so_far()[-3000:])
             assert time.monotonic() - started < 10
+            reader.join(timeout=10)
+            output = output_so_far()
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+                proc.wait(timeout=30)
     assert proc.returncode == 130 and "interrupted" in output, output[-3000:]
     with RunStore.open(store, readonly=True) as run:
         assert run.document_counts() == {"planned": 3, "pending": 2, "done": 1, "partial": 0, "failed": 0}
