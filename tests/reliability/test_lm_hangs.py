@@ -177,7 +177,10 @@ def test_a_second_ctrl_c_stops_within_seconds_and_keeps_finished_documents(mini,
                    "--generator", f"hosted_vllm/fake@{server.base_url}", "--index-dir", str(index), "--docs", "3",
                    "--queries-per-doc", "1", "--top-k", "2", "--chunk-size", "2", "--concurrency", "1",
                    "--no-progress"]
-        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # A suite started in the background of a non-interactive shell (`make test &`) ignores SIGINT, and the
+        # child would inherit that: give it the default disposition, so Python installs its Ctrl-C handler.
+        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
         reader.start()
