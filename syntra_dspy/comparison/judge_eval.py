@@ -97,9 +97,7 @@ def settle_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate], ro
 def _judgment_of(row: dict[str, Any] | None) -> Judgment | None:
     if row is None or row.get("judgment") is None or "grade" not in row["judgment"]:
         return None
-    g = row["judgment"]["grade"]
-    grade = Grade(tuple(g["probs"]) if g.get("probs") is not None else None, g.get("written"), g.get("mass"))
-    return Judgment(row["judgment"]["label"], grade, row["judgment"].get("score"))
+    return Judgment(row["judgment"]["label"], Grade.from_dict(row["judgment"]["grade"]), row["judgment"].get("score"))
 
 
 def _null():

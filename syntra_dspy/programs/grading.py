@@ -52,6 +52,12 @@ class Grade:
         return {"probs": list(self.probs) if self.probs is not None else None, "written": self.written,
                 "mass": self.mass, "expected": self.expected}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Grade:
+        """The grade ``to_dict`` wrote (``expected`` is derived again)."""
+        probs = data.get("probs")
+        return cls(tuple(probs) if probs is not None else None, data.get("written"), data.get("mass"))
+
 
 def _field(entry: Any, name: str) -> Any:
     return entry.get(name) if isinstance(entry, Mapping) else getattr(entry, name, None)
