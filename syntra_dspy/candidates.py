@@ -9,8 +9,8 @@ relevant; retrieval put it in the top-K), a random document an easy negative.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from syntra_dspy.errors import ConfigError
@@ -29,6 +29,22 @@ class JudgedCandidate:
     gold: str
     source: str  # retrieved | added_positive | random (calibration sets also: example_positive, control, human)
     text: str | None = None  # the document text when it is not a corpus document (a few-shot positive given as text)
+    lexical: float | None = None  # BM25 score for the query (:func:`with_lexical`); None: not computed or not a corpus doc
+
+
+def with_lexical(candidates: Sequence[JudgedCandidate], lexical: Any) -> list[JudgedCandidate]:
+    """The candidates with their BM25 scores for their queries, one corpus scoring per query (``lexical``: a
+    :class:`~syntra_dspy.retrieval.LexicalSourceRank`). A document that is not in the corpus (a few-shot positive
+    given only as text) gets None."""
+    by_query: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        by_query.setdefault(c.query, []).append(i)
+    out = list(candidates)
+    for query, members in by_query.items():
+        scores = lexical.scores(query, [candidates[i].doc_id for i in members])
+        for i, score in zip(members, scores):
+            out[i] = replace(candidates[i], lexical=score)
+    return out
 
 
 def build_candidates(queries: dict[str, str], qrels: dict[str, dict[str, int]], *, corpus: Any, encoder: Any,

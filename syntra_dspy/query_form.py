@@ -82,6 +82,11 @@ class QueryForm:
         lengths = [len(tokens(q)) for q in queries]
         return cls(kind, max(1, math.floor(min(lengths) * (1 - slack))), math.ceil(max(lengths) * (1 + slack)), unit)
 
+    @property
+    def restates_questions(self) -> bool:
+        """Whether a query written as a question can be restated in this form (the examples are never questions)."""
+        return self.kind in ("claim", "statement", "plain")
+
     def problem(self, text: str) -> str | None:
         """What to fix so ``text`` has the examples' form, phrased for the writer; None when it has it."""
         found = shape(text)

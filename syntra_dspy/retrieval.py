@@ -41,10 +41,12 @@ class IndexCandidates:
 
 
 class LexicalSourceRank:
-    """Where a query's source document ranks under BM25 over the whole corpus (0-based; None below ``depth``).
+    """BM25 over the whole corpus: where a query's source document ranks (0-based; None below ``depth``), and the
+    query's BM25 score of given candidates.
 
     A query whose own document is BM25's first hit mostly repeats the document's words: it teaches a retriever
-    little. Production records this rank for every query; the export's data-quality report counts it."""
+    little. Production records this rank for every query; the export's data-quality report counts it. The scores
+    are the hybrid judge's lexical witness."""
 
     def __init__(self, corpus: Corpus, *, language: str = "en", depth: int = 100) -> None:
         import threading
@@ -62,3 +64,8 @@ class LexicalSourceRank:
             return None
         ordered = sorted(found, key=lambda d: (-found[d], d))
         return ordered.index(doc_id)
+
+    def scores(self, query: str, doc_ids: list[str]) -> list[float | None]:
+        """BM25 score of each candidate for ``query`` (None for a document that is not in the corpus)."""
+        with self._lock:
+            return self._bm25.scores(query, doc_ids)

@@ -75,6 +75,8 @@ class SyntraBrain:
             if self.copies and STYLE_MARK in system and PARAPHRASE_MARK not in system:
                 return "write", self.write_copies(inputs)
             return "write", self.write(system, inputs)
+        if "restated" in outputs:
+            return "restate", self.restate(inputs)
         if "blueprints" in outputs:
             return "plan", self.plan(inputs)
         if "identifiers" in outputs:
@@ -185,6 +187,12 @@ class SyntraBrain:
             text = f"{ident} has {opts} effects" if claim else f"What is known about {ident} ({opts})?"
             queries.append({"blueprint": int(pos), "query": text})
         return {"queries": queries}
+
+    @staticmethod
+    def restate(inputs: dict[str, str]) -> dict[str, Any]:
+        """``What is known about X (o)?`` becomes the claim ``X has o effects.``; anything else comes back as it was."""
+        found = re.fullmatch(r"What is known about (.+) \((.*)\)\?", inputs.get("query", "").strip())
+        return {"restated": f"{found.group(1)} has {found.group(2)} effects." if found else inputs.get("query", "")}
 
     @staticmethod
     def write_copies(inputs: dict[str, str]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from syntra_dspy.languages import check_language
-from syntra_dspy.query_form import QueryForm, token_jaccard
+from syntra_dspy.query_form import QueryForm, shape, token_jaccard
 from syntra_dspy.signatures.types import (
     AttributeChoice,
     AttributeDimension,
@@ -172,9 +172,13 @@ class QueriesRejected(OutputRejected):
     asks only for the rest); ``checked`` and ``off_form`` count the query texts looked at and those whose form or
     length differs from the examples'."""
 
-    def __init__(self, message: str, *, kept: dict[int, str], checked: int, off_form: int) -> None:
+    def __init__(self, message: str, *, kept: dict[int, str], checked: int, off_form: int,
+                 questions: dict[int, str] | None = None) -> None:
         super().__init__(message)
         self.kept, self.checked, self.off_form = kept, checked, off_form
+        # blueprint number -> a query rejected only for being a question where the task's queries are not:
+        # restating it in the examples' form (one short call) keeps it (see SynthesisProgram.write_queries)
+        self.questions = questions or {}
 
 
 @dataclass
@@ -184,6 +188,7 @@ class WriteTally:
     queries: int = 0  # query texts checked, retries included
     off_form: int = 0  # of them, of another form or length than the examples
     notes: list[str] = field(default_factory=list)  # every rejection, in order
+    restated: dict[int, str] = field(default_factory=dict)  # blueprint number -> the question a kept query restates
 
     def add(self, checked: int, off_form: int = 0, note: str | None = None) -> None:
         self.queries += checked
@@ -192,8 +197,9 @@ class WriteTally:
             self.notes.append(note)
 
 
-def _query_problem(query: str, *, language: str, document: str | None, max_copied_words: int,
-                   form: QueryForm | None, earlier: Sequence[str], near_duplicate: float) -> tuple[str, int] | None:
+def query_problem(query: str, *, language: str, document: str | None, max_copied_words: int = 10,
+                  form: QueryForm | None = None, earlier: Sequence[str] = (), near_duplicate: float = NEAR_DUPLICATE
+                  ) -> tuple[str, int] | None:
     """What is wrong with one written query (phrased after "query for blueprint N"), and 1 if it is off-form."""
     text = " ".join(query.split()).strip().strip('"').strip()
     if not text:
@@ -247,13 +253,14 @@ def check_queries(
         raise QueriesRejected(f"write exactly {len(numbers)} queries, one per blueprint; got {len(written)}",
                               kept={}, checked=0, off_form=0)
     kept: dict[int, str] = {}
+    questions: dict[int, str] = {}
     problems: list[str] = []
     earlier = [" ".join(q.split()) for q in avoid]
     off_form = 0
     for slot in (n for n in numbers if n in offers):
         first_problem = None
         for item in offers[slot]:
-            problem = _query_problem(item.query, language=language, document=document,
+            problem = query_problem(item.query, language=language, document=document,
                                      max_copied_words=max_copied_words, form=form, earlier=earlier,
                                      near_duplicate=near_duplicate)
             if problem is None:
@@ -263,15 +270,20 @@ def check_queries(
                 break
             off_form += problem[1]
             first_problem = first_problem or problem[0]
+            if form is not None and form.restates_questions and shape(item.query) == "question" and problem[1]:
+                questions.setdefault(slot, " ".join(item.query.split()))
         if slot not in kept:
             problems.append(f"query for blueprint {slot} {first_problem}")
+        else:
+            questions.pop(slot, None)
     slots = list(offers)
     missing = [str(n) for n in numbers if n not in slots]
     if missing:
         problems.append(f"write exactly {len(numbers)} queries, one per blueprint; none was written for "
                         f"blueprint {', '.join(missing)}")
     if problems:
-        raise QueriesRejected("; ".join(problems), kept=kept, checked=len(written), off_form=off_form)
+        raise QueriesRejected("; ".join(problems), kept=kept, checked=len(written), off_form=off_form,
+                              questions=questions)
     return [kept[n] for n in numbers]
 
 

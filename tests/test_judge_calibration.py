@@ -146,3 +146,69 @@ def test_the_relative_judge_settles_a_querys_labels_against_its_list():
     settled = settle_rows(judge, listed, rows, corpus=None)
     assert [r["judgment"]["class"] for r in settled] == [j.klass for j in judged]
     assert rows[0]["judgment"]["class"] != "positive"  # the log's provisional row is left as it was
+
+
+def _lexical_lists(queries=6):
+    """The grades and cosines confuse the positive with one negative of its list in every query; only the BM25
+    score (the lexical witness) tells them apart."""
+    samples = []
+    for q in range(queries):
+        level = 0.2 * q
+        samples += [CalibrationSample(f"q{q}", 1.5 + level, 0.6, "positive", "retrieved", lexical=14.0 + q)]
+        samples += [CalibrationSample(f"q{q}", 1.5 + level, 0.6, "hard_negative", "retrieved", lexical=5.0 + q)]
+        samples += [CalibrationSample(f"q{q}", 1.0 + level + 0.05 * n, 0.45 + 0.01 * n, "hard_negative",
+                                      "retrieved", lexical=4.0 + 0.5 * n) for n in range(4)]
+        samples += [CalibrationSample(f"q{q}", 0.1, 0.05, "easy_negative", "control", listed=False, lexical=0.0)]
+    return samples
+
+
+def test_the_hybrid_score_wins_when_bm25_separates_what_grades_and_cosine_cannot():
+    from syntra_dspy.programs.judge_calibration import list_contexts
+
+    samples = _lexical_lists()
+    cal = fit_calibration(samples)
+    cv = cal.summary.cv_binary_kappa
+    assert cal.feature == "hybrid" and cal.needs_list and cal.needs_lexical
+    assert cv["hybrid"] == 1.0 and cv["hybrid"] > max(cv["expected"], cv["fused"], cv["relative"])
+    assert cal.summary.auc["lexical"] > cal.summary.auc["expected"]
+    group = [s for s in samples if s.query == "q2" and s.listed]
+    contexts = list_contexts([s.expected for s in group], [s.cosine for s in group], [True] * len(group),
+                             [s.lexical for s in group])
+    assert [cal.classify(s.expected, s.cosine, c, s.lexical) for s, c in zip(group, contexts)][:2] == \
+        ["positive", "hard_negative"]
+    with pytest.raises(ValueError, match="BM25"):
+        cal.score(1.5, 0.6, contexts[0])
+
+
+def test_without_bm25_scores_the_hybrid_score_is_not_offered_and_cannot_be_forced():
+    from dataclasses import replace
+
+    samples = [replace(s, lexical=None) for s in _lexical_lists()]
+    cal = fit_calibration(samples)
+    assert cal.feature != "hybrid" and "hybrid" not in cal.summary.cv_binary_kappa
+    with pytest.raises(ValueError, match="BM25 score of every calibration candidate"):
+        fit_calibration(samples, feature="hybrid")
+    one_missing = _lexical_lists()
+    one_missing[3] = replace(one_missing[3], lexical=None)  # e.g. a few-shot positive given as text
+    assert "hybrid" not in fit_calibration(one_missing).summary.cv_binary_kappa
+
+
+def test_a_judged_candidate_set_gets_bm25_scores_per_query_and_none_outside_the_corpus():
+    from syntra_dspy.candidates import JudgedCandidate, with_lexical
+
+    class Lexical:
+        def __init__(self):
+            self.asked = []
+
+        def scores(self, query, doc_ids):
+            self.asked.append(query)
+            return [float(len(d)) if d != "missing" else None for d in doc_ids]
+
+    cands = [JudgedCandidate("a", "qa", "d1", 0, 0.5, "positive", "retrieved"),
+             JudgedCandidate("a", "qa", "doc22", 1, 0.4, "hard_negative", "retrieved"),
+             JudgedCandidate("b", "qb", "given", None, 0.3, "positive", "example_positive", text="a text"),
+             JudgedCandidate("b", "qb", "missing", 0, 0.2, "hard_negative", "retrieved")]
+    lexical = Lexical()
+    scored = with_lexical(cands, lexical)
+    assert [c.lexical for c in scored] == [2.0, 5.0, 5.0, None] and lexical.asked == ["qa", "qb"]
+    assert [c.doc_id for c in scored] == [c.doc_id for c in cands]

@@ -80,6 +80,31 @@ def test_a_relative_calibration_labels_each_candidate_against_the_rest_of_its_li
             assert score == pytest.approx(calibration.score(expected, cosine, context))
 
 
+def test_a_hybrid_calibration_adds_each_candidates_bm25_score_and_stores_it(tmp_path_factory, minilm, tmp_path):
+    from syntra_dspy.programs.judge_calibration import list_contexts
+
+    art, index = mini_artifact(tmp_path_factory, judge="graded", feature="hybrid")
+    calibration = load_artifact(art).program.state.judge
+    assert calibration is not None and calibration.feature == "hybrid" and calibration.needs_lexical
+    assert calibration.summary.auc["lexical"] is not None  # the calibration set was scored with BM25 at compile
+    store = tmp_path / "run.db"
+    produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm, progress=False,
+            docs=2, queries_per_doc=QUERIES, top_k=K, concurrency=2)
+    found = rows(store, "SELECT c.query_id, c.label, c.score, g.expected, g.judge_score, g.lexical FROM candidates c "
+                        "JOIN grades g USING (query_id, rank) ORDER BY c.query_id, c.rank")
+    assert found and all(lexical is not None for *_, lexical in found)
+    assert any(lexical > 0 for *_, lexical in found)
+    by_query: dict[str, list] = {}
+    for query_id, *rest in found:
+        by_query.setdefault(query_id, []).append(rest)
+    for group in by_query.values():
+        contexts = list_contexts([g[2] for g in group], [g[1] for g in group], [True] * len(group),
+                                 [g[4] for g in group])
+        for (label, cosine, expected, score, lexical), context in zip(group, contexts):
+            assert label == calibration.label(expected, cosine, context, lexical)
+            assert score == pytest.approx(calibration.score(expected, cosine, context, lexical))
+
+
 class NoProbabilities(SyntraBrain):
     """A backend that answers the digit but returns no log probabilities."""
 

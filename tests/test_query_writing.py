@@ -44,7 +44,15 @@ class Recording(SyntraBrain):
         return super()._route(system, inputs, outputs)
 
 
-class HeedsNotes(Recording):
+class CannotRestate(Recording):
+    """Writes questions, and restates a question as the same question (the restatement is rejected too)."""
+
+    @staticmethod
+    def restate(inputs):
+        return {"restated": inputs.get("query", "")}
+
+
+class HeedsNotes(CannotRestate):
     """Writes questions, but claims once a repair note asks for a declarative claim."""
 
     def _route(self, system, inputs, outputs):
@@ -105,8 +113,18 @@ def test_the_rule_follows_the_examples_form():
     assert QueryForm.from_examples(["肿瘤细胞的增殖", "小鼠的基因表达"]).rule().startswith("as a few search terms (")
 
 
-def test_a_writer_of_questions_for_claim_examples_is_rejected_with_the_repair_note():
+def test_questions_for_claim_examples_are_restated_as_claims_in_one_short_call_each():
     brain, tally = Recording(), WriteTally()
+    assert write(brain, instruction="", tally=tally) == ["Notch has broad supporting effects.",
+                                                         "Notch has specific refuting effects."]
+    assert len(brain.asked) == 1 and brain.calls["restate"] == 2  # no second write call
+    assert tally.restated == {0: "What is known about Notch (broad supporting)?",
+                              1: "What is known about Notch (specific refuting)?"}
+    assert (tally.queries, tally.off_form) == (2, 2)
+
+
+def test_a_writer_of_questions_whose_restatements_fail_is_rejected_with_the_repair_note():
+    brain, tally = CannotRestate(), WriteTally()
     with pytest.raises(LMOutputError, match="write a declarative claim like the examples, not a question") as caught:
         write(brain, instruction="", tally=tally)
     assert not isinstance(caught.value, QueriesIncomplete) and caught.value.stage == "write"
@@ -207,3 +225,25 @@ def test_every_retry_names_all_the_queries_kept_so_far():
     assert [a[0].count("identifier:") for a in brain.asked] == [3, 1, 1]
     assert "nearly duplicates 'Jagged1-induced has broad supporting effects'" in brain.asked[2][1]
     assert "The queries for blueprint 0, 2 are accepted" in brain.asked[2][1]
+
+
+class AlwaysQuestions(SyntraBrain):
+    """Writes every query as a question, whatever the instruction says (a small writer's habit)."""
+
+    def _route(self, system, inputs, outputs):
+        return super()._route(system.replace(STYLE_MARK, ""), inputs, outputs)
+
+
+def test_production_stores_a_restated_query_with_the_question_it_came_from(tmp_path_factory, minilm, tmp_path):
+    from syntra_dspy.production import produce
+
+    artifact, index = mini_artifact(tmp_path_factory)
+    store = tmp_path / "run.db"
+    brain = AlwaysQuestions()
+    produce(artifact, store, generator=scripted_lm(brain), index_dir=index, encoder=minilm, progress=False,
+            docs=2, queries_per_doc=2, top_k=4, chunk_size=4)
+    found = rows(store, "SELECT text, restated_from FROM queries")
+    assert len(found) == 4 and brain.calls["write"] == 2  # one write call per document: nothing asked again
+    for text, question in found:
+        assert question.startswith("What is known about ") and question.endswith("?")
+        assert text.endswith(" effects.") and not text.endswith("?")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from syntra_dspy.programs.judge_calibration import FEATURES
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("artifacts", help="list, show, verify and diff compiled artifacts")
@@ -33,6 +35,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("--loop", help="diff attempts of this loop inside artifact A (first vs kept)")
     diff.add_argument("--attempts", nargs=2, type=int, metavar=("FIRST", "LAST"))
     diff.set_defaults(func=_diff)
+    recal = sub.add_parser(
+        "recalibrate", help="refit an artifact's judge calibration (grades the calibration set again with the "
+                            "unchanged grading prompt) and save it as a new version",
+        description="Grade the calibration set with the artifact's own grading prompt and fit a new judge "
+                    "calibration: another score (e.g. --feature hybrid), or human judgments given later. The new "
+                    "version differs from the original in its judge only (every rendered prompt is the same), so "
+                    "grades logged for one are valid for the other; its manifest names the original.")
+    recal.add_argument("path", help="artifact directory")
+    recal.add_argument("--out", default="artifacts", help="artifact root for the new version (default artifacts/)")
+    recal.add_argument("--feature", default="auto", choices=("auto", *FEATURES),
+                       help="the judge's score (default auto: best leave-one-query-out kappa on the calibration set)")
+    recal.add_argument("--calibration-labels", default=None, metavar="beir:PATH[:split]",
+                       help="judged data whose human qrels join the calibration set (default: the compile's)")
+    recal.add_argument("--calibration-queries", type=int, default=None, metavar="N",
+                       help="how many of its queries (default: the compile's)")
+    recal.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
+    recal.add_argument("--api-key-env", default=None, metavar="VAR")
+    recal.add_argument("--index-dir", default=None, help="where the corpus index is cached")
+    recal.set_defaults(func=_recalibrate)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -90,4 +111,25 @@ def _diff(args: argparse.Namespace) -> int:
 
         raise ConfigError("give two artifact directories, or one with --loop NAME")
     print(diff_artifacts(args.a, args.b))
+    return 0
+
+
+def _recalibrate(args: argparse.Namespace) -> int:
+    from syntra_dspy.artifacts import load_artifact
+    from syntra_dspy.optimizers.recalibrate import recalibrate_artifact
+
+    if args.calibration_queries is not None and args.calibration_queries < 0:
+        from syntra_dspy.errors import ConfigError
+
+        raise ConfigError("--calibration-queries must be 0 or more", field="calibration_queries")
+    path = recalibrate_artifact(args.path, args.out, feature=args.feature, calibration_labels=args.calibration_labels,
+                                calibration_queries=args.calibration_queries, generator=args.generator,
+                                api_key_env=args.api_key_env, index_dir=args.index_dir)
+    judge = load_artifact(path).program.state.judge
+    summary = judge.summary if judge is not None else None
+    print(f"recalibrated: {path}")
+    if judge is not None and summary is not None:
+        cv = ", ".join(f"{k} {v:.3f}" for k, v in summary.cv_binary_kappa.items() if v is not None)
+        print(f"judge: {judge.feature} (leave-one-query-out kappa: {cv}); on the calibration set binary kappa "
+              f"{summary.binary_kappa:.3f}, positive recall {summary.positive_recall:.3f}")
     return 0

@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.candidates import JudgedCandidate, build_candidates
+from syntra_dspy.candidates import JudgedCandidate, build_candidates, with_lexical
 from syntra_dspy.comparison.agreement import label_agreement
+from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
 from syntra_dspy.programs.grading import Grade
 from syntra_dspy.programs.judge import Candidate, Judgment, RelevanceJudge
@@ -51,23 +52,40 @@ class JudgmentLog:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def _as_candidate(c: JudgedCandidate, text: str) -> Candidate:
+    return Candidate(text, c.cosine, listed=c.rank is not None, lexical=c.lexical)
+
+
 def judge_candidates(judge: RelevanceJudge, artifact: str, candidates: Sequence[JudgedCandidate], *, corpus: Any,
-                     log: JudgmentLog, meter: Any = None, progress: Any = None) -> list[dict[str, Any] | None]:
-    """Judge every candidate not judged yet (in query order, so the query's prompt prefix is reused)."""
+                     log: JudgmentLog, meter: Any = None, progress: Any = None,
+                     same_grades: Sequence[str] = ()) -> list[dict[str, Any] | None]:
+    """Judge every candidate not judged yet (in query order, so the query's prompt prefix is reused).
+
+    ``same_grades``: versions of artifacts whose grading prompt is this one's, character for character; a graded
+    judgment already logged for one of them is not asked again: its grade is calibrated with this judge (the row
+    says ``grade_from``, and keeps the original call's time and tokens)."""
     rows: list[dict[str, Any] | None] = []
     for c in candidates:
         key = _key(artifact, judge.mode, c)
         if key not in log.done:
-            before = meter.snapshot().get("judge", {}) if meter is not None else {}
-            started = time.perf_counter()
-            with (meter.stage("judge") if meter is not None else _null()):
-                (judgment,) = judge.judge_all(c.query, [Candidate(corpus[c.doc_id].content, c.cosine)])
-            after = meter.snapshot().get("judge", {}) if meter is not None else {}
-            log.add({"key": key, "artifact": artifact, "judge": judge.mode, "query_id": c.query_id,
-                     "doc_id": c.doc_id, "seconds": round(time.perf_counter() - started, 3),
-                     "prompt_tokens": after.get("prompt_tokens", 0) - before.get("prompt_tokens", 0),
-                     "completion_tokens": after.get("completion_tokens", 0) - before.get("completion_tokens", 0),
-                     "judgment": None if judgment is None else judgment.to_dict()})
+            shared = next((log.done[k] for k in (_key(v, "graded", c) for v in same_grades) if k in log.done
+                           and (log.done[k].get("judgment") or {}).get("grade")), None) \
+                if judge.mode == "graded" else None
+            if shared is not None:
+                judgment = judge.calibrate(Grade.from_dict(shared["judgment"]["grade"]), _as_candidate(c, ""))
+                log.add({**shared, "key": key, "artifact": artifact, "grade_from": shared["artifact"],
+                         "judgment": judgment.to_dict()})
+            else:
+                before = meter.snapshot().get("judge", {}) if meter is not None else {}
+                started = time.perf_counter()
+                with (meter.stage("judge") if meter is not None else _null()):
+                    (judgment,) = judge.judge_all(c.query, [_as_candidate(c, corpus[c.doc_id].content)])
+                after = meter.snapshot().get("judge", {}) if meter is not None else {}
+                log.add({"key": key, "artifact": artifact, "judge": judge.mode, "query_id": c.query_id,
+                         "doc_id": c.doc_id, "seconds": round(time.perf_counter() - started, 3),
+                         "prompt_tokens": after.get("prompt_tokens", 0) - before.get("prompt_tokens", 0),
+                         "completion_tokens": after.get("completion_tokens", 0) - before.get("completion_tokens", 0),
+                         "judgment": None if judgment is None else judgment.to_dict()})
         if progress is not None:
             progress()
         rows.append(log.done[key])
@@ -85,7 +103,7 @@ def settle_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate], ro
     for i, c in enumerate(candidates):
         groups.setdefault(c.query_id, []).append(i)
     for members in groups.values():
-        asked = [Candidate("", candidates[i].cosine, listed=candidates[i].rank is not None) for i in members]
+        asked = [_as_candidate(candidates[i], "") for i in members]
         judged = [_judgment_of(rows[i]) for i in members]
         for i, judgment in zip(members, judge.settle(asked, judged)):
             row = rows[i]
@@ -127,6 +145,9 @@ def score_judge(candidates: Sequence[JudgedCandidate], rows: Sequence[dict[str, 
     cosines = [c.cosine for c in candidates]
     ranking: dict[str, Any] = {"cosine": {"auc": roc_auc(cosines, is_pos),
                                           "best_binary_kappa": _kappa_at_best_cut(cosines, is_pos)}}
+    if candidates and all(c.lexical is not None for c in candidates):  # BM25 alone: what no LLM call gives
+        lexical = [float(c.lexical) for c in candidates]  # type: ignore[arg-type]
+        ranking["bm25"] = {"auc": roc_auc(lexical, is_pos), "best_binary_kappa": _kappa_at_best_cut(lexical, is_pos)}
     scored = [(e, c, p) for e, c, p in zip(expected, cosines, is_pos) if e is not None]
     if scored:
         import statistics
@@ -209,6 +230,19 @@ def candidates_to_json(candidates: Sequence[JudgedCandidate]) -> list[dict[str, 
 # ── the whole measurement ───────────────────────────────────────────────────────────────────────────────
 
 
+def lexical_witness(corpus: Any, query_language: str, document_language: str) -> Any:
+    """BM25 over ``corpus`` for scoring candidates, when queries and documents share a language BM25 can tokenise
+    (None otherwise)."""
+    from syntra_dspy.retrieval import LexicalSourceRank
+
+    if query_language.split("-")[0].lower() != document_language.split("-")[0].lower():
+        return None
+    try:
+        return LexicalSourceRank(corpus, language=document_language)
+    except ConfigError:
+        return None
+
+
 def excluded_queries(program: Any) -> list[str]:
     """Queries a judge must not be measured on: the task's few-shot queries and its calibration queries."""
     out = [ex.query for ex in program.state.examples]
@@ -244,6 +278,15 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     candidates = build_candidates(ds.queries, ds.qrels, corpus=first.corpus, encoder=first.encoder, index=first.index,
                                   n_queries=n_queries, top_k=top_k, random_negatives=random_negatives, seed=seed,
                                   exclude=exclude)
+    lexical = lexical_witness(first.corpus, ds.query_language, ds.language)
+    if lexical is not None:
+        candidates = with_lexical(candidates, lexical)
+    elif any(inputs.artifact.program.state.judge is not None and inputs.artifact.program.state.judge.needs_lexical
+             for inputs in loaded):
+        raise ConfigError("a hybrid judge needs BM25 scores, which this dataset's languages do not allow",
+                          hint="measure it on a same-language dataset in English or Chinese")
+    grading = {inputs.artifact.version: inputs.artifact.meta.prompts["grade"].system_prompt_sha256
+               for inputs in loaded if "grade" in inputs.artifact.meta.prompts}
     (out / "candidates.json").write_text(json.dumps(candidates_to_json(candidates), indent=1, ensure_ascii=False)
                                          + "\n", encoding="utf-8")
     log = JudgmentLog(out / "judgments.jsonl")
@@ -265,11 +308,13 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
                     logger.info("%s: %d/%d candidates (%.0f s)", name, count[0], total, time.perf_counter() - started)
 
             with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
+                same = [v for v, sha in grading.items() if v != art.version and sha == grading.get(art.version)]
                 rows = judge_candidates(judge, art.version, candidates, corpus=inputs.corpus, log=log, meter=meter,
-                                        progress=tick)
+                                        progress=tick, same_grades=same)
             rows_by_judge[name] = rows
             results[name] = {"artifact": str(art.path), "version": art.version, "judge": judge.describe(),
-                             "generator": lm_info.get("model"), **score_judge(candidates, rows)}
+                             "generator": lm_info.get("model"), **score_judge(candidates, rows),
+                             "grades_from": sorted({r["grade_from"] for r in rows if r and r.get("grade_from")})}
     names = list(rows_by_judge)
     comparisons = {f"{b} vs {names[0]}": paired_kappa_difference(candidates, rows_by_judge[names[0]], rows_by_judge[b])
                    for b in names[1:]}
@@ -307,8 +352,8 @@ def render_report(report: dict[str, Any]) -> str:
         f"{ref['hard_negative']} hard negative, {ref['easy_negative']} easy negative; {ref['source']}. The task's "
         f"few-shot and calibration queries ({report['excluded_queries']}) are excluded.", "",
         "| judge | binary κ | pos. precision | pos. recall | 3-class κ | predicted pos/hard/easy | AUC E | "
-        "AUC cosine | AUC fused | s / cand. | prompt tok / cand. |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "AUC cosine | AUC fused | AUC BM25 | s / cand. | prompt tok / cand. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in report["judges"].items():
         b, rank, cost, pred = r["binary"], r["ranking"], r["cost"], r["predicted"]
@@ -317,7 +362,8 @@ def render_report(report: dict[str, Any]) -> str:
             f"| {name} | {_f(b['kappa'])} | {_f(pos['precision'])} | {_f(pos['recall'])} | "
             f"{_f(r['three_class']['kappa'])} | {pred['positive']}/{pred['hard_negative']}/{pred['easy_negative']} | "
             f"{_f(rank.get('expected', {}).get('auc'))} | {_f(rank['cosine']['auc'])} | "
-            f"{_f(rank.get('fused', {}).get('auc'))} | {_f(cost['seconds_per_candidate'], 1)} | "
+            f"{_f(rank.get('fused', {}).get('auc'))} | {_f(rank.get('bm25', {}).get('auc'))} | "
+            f"{_f(cost['seconds_per_candidate'], 1)} | "
             f"{_f(cost['prompt_tokens_per_candidate'], 0)} |")
     if report["comparisons"]:
         lines += ["", "Paired bootstrap over queries (same candidates), binary κ:", "",
@@ -329,5 +375,11 @@ def render_report(report: dict[str, Any]) -> str:
               "result): " + "; ".join(
                   f"{n}: E {_f(r['ranking'].get('expected', {}).get('best_binary_kappa'))}, fused "
                   f"{_f(r['ranking'].get('fused', {}).get('best_binary_kappa'))}, cosine "
-                  f"{_f(r['ranking']['cosine']['best_binary_kappa'])}" for n, r in report["judges"].items()), ""]
+                  f"{_f(r['ranking']['cosine']['best_binary_kappa'])}"
+                  + (f", BM25 alone (no LLM) {_f(r['ranking']['bm25']['best_binary_kappa'])}"
+                     if "bm25" in r["ranking"] else "") for n, r in report["judges"].items()), ""]
+    shared = {n: r["grades_from"] for n, r in report["judges"].items() if r.get("grades_from")}
+    if shared:
+        lines += ["Grades shared (identical grading prompt, so the same model call): " + "; ".join(
+            f"{n} calibrates the grades logged for {', '.join(v)}" for n, v in shared.items()), ""]
     return "\n".join(lines)

@@ -120,6 +120,7 @@ class BM25Retriever:
         self.language = language
         self._tokenize = make_tokenizer(language)
         self._ids = corpus.ids
+        self._positions: dict[str, int] | None = None
         docs = list(corpus)
         tokens = [self._tokenize(d.content) for d in _progress(docs, show_progress, "tokenising")]
         self._bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
@@ -131,13 +132,25 @@ class BM25Retriever:
     def search(self, queries: Mapping[str, str], k: int = 1000) -> Run:
         run: Run = {}
         for qid, text in queries.items():
-            ids = self._bm25.get_tokens_ids([t for t in self._tokenize(text) if t])
-            if not ids:
-                run[qid] = {}
-                continue
-            scores = self._bm25.get_scores_from_ids(ids)
-            run[qid] = _top_k(scores, self._ids, k, positive_only=True)
+            scores = self.score_all(text)
+            run[qid] = {} if scores is None else _top_k(scores, self._ids, k, positive_only=True)
         return run
+
+    def score_all(self, text: str) -> np.ndarray | None:
+        """The query's BM25 score of every document, in corpus order (None: no query term is in the corpus)."""
+        ids = self._bm25.get_tokens_ids([t for t in self._tokenize(text) if t])
+        return self._bm25.get_scores_from_ids(ids) if ids else None
+
+    def scores(self, text: str, doc_ids: Sequence[str]) -> list[float | None]:
+        """The query's BM25 score of each of ``doc_ids`` (None for an id that is not in the corpus)."""
+        if self._positions is None:
+            self._positions = {doc_id: i for i, doc_id in enumerate(self._ids)}
+        found = self.score_all(text)
+        out: list[float | None] = []
+        for doc_id in doc_ids:
+            i = self._positions.get(doc_id)
+            out.append(None if i is None else 0.0 if found is None else float(found[i]))
+        return out
 
 
 def _top_k(scores: np.ndarray, ids: Sequence[str], k: int, *, positive_only: bool) -> dict[str, float]:

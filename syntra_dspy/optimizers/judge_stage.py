@@ -72,11 +72,11 @@ def calibration_set(examples: Sequence[FewShotPair], source: Any, *, k: int, con
 
 def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any) -> list[Grade | None]:
     """Every candidate graded with ``program``'s instruction (query by query, so prompt prefixes are reused)."""
-    judge = RelevanceJudge(program, mode="graded")
+    judge = RelevanceJudge(program.with_components(judge=None), mode="graded")  # grades only: no calibration
     grades: list[Grade | None] = []
     for n, c in enumerate(candidates, 1):
         text = c.text if c.text is not None else corpus[c.doc_id].content
-        (judgment,) = judge.judge_all(c.query, [Candidate(text, c.cosine)])
+        (judgment,) = judge.judge_all(c.query, [Candidate(text, c.cosine, lexical=c.lexical)])
         grades.append(None if judgment is None else judgment.grade)
         if n % 25 == 0 or n == len(candidates):
             logger.info("annotation_instruction: graded %d/%d calibration candidates", n, len(candidates))
@@ -85,7 +85,7 @@ def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any) 
 
 def samples_of(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | None]) -> list[CalibrationSample]:
     return [CalibrationSample(c.query, g.expected, c.cosine, c.gold, c.source,  # type: ignore[arg-type]
-                              listed=c.rank is not None)
+                              listed=c.rank is not None, lexical=c.lexical)
             for c, g in zip(candidates, grades) if g is not None and g.expected is not None]
 
 
@@ -97,7 +97,7 @@ def mismatches(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | N
     contexts = sample_contexts(samples_of([c for c, _ in graded], [g for _, g in graded]))
     for (c, g), context in zip(graded, contexts):
         assert g is not None and g.expected is not None
-        klass = calibration.classify(g.expected, c.cosine, context)
+        klass = calibration.classify(g.expected, c.cosine, context, c.lexical)
         wrong_pos = c.gold == "positive" and klass != "positive"
         wrong_ctrl = c.source == "control" and klass == "positive"
         if not (wrong_pos or wrong_ctrl):

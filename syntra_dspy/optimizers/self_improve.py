@@ -13,6 +13,7 @@ from dspy.teleprompt import Teleprompter
 
 from dspy.utils.exceptions import AdapterParseError
 
+from syntra_dspy.candidates import with_lexical
 from syntra_dspy.errors import ConfigError, LMOutputError
 from syntra_dspy.optimizers import judge_stage as js
 from syntra_dspy.optimizers import trials as tr
@@ -338,13 +339,23 @@ class SelfImprove(Teleprompter):
                                             refine=refine, threshold=s.pass_threshold).run(initial)
         return program.with_components(query_instruction=instruction), report
 
-    @staticmethod
-    def lexical_ranker(program: SynthesisProgram, candidates: tr.CandidateSource | None) -> LexicalSourceRank | None:
-        """BM25 over the candidate source's corpus, for the query loop's difficulty measure (None: no corpus)."""
+    def lexical_ranker(self, program: SynthesisProgram, candidates: tr.CandidateSource | None
+                       ) -> LexicalSourceRank | None:
+        """BM25 over the candidate source's corpus, built once per compile: the query loop's difficulty measure and
+        the hybrid judge's lexical witness (None: no corpus, or no BM25 tokeniser for the document language)."""
         corpus = getattr(candidates, "corpus", None)
         if corpus is None:
             return None
-        return LexicalSourceRank(corpus, language=program.state.task_definition.document_language)
+        cached = getattr(self, "_lexical", None)
+        if cached is not None and cached[0] is corpus:
+            return cached[1]
+        try:
+            ranker = LexicalSourceRank(corpus, language=program.state.task_definition.document_language)
+        except ConfigError as exc:
+            logger.info("no BM25 over the corpus: %s", exc)
+            ranker = None
+        self._lexical = (corpus, ranker)
+        return ranker
 
     # -- loop 3: the annotation instruction ----------------------------------------------------------------------
     def draft_annotation_instruction(self, program: SynthesisProgram) -> str:
@@ -402,6 +413,11 @@ class SelfImprove(Teleprompter):
                                       controls=max(1, s.control_negatives), seed=s.seed,
                                       labels=s.calibration_labels, label_queries=s.calibration_queries)
         material += self.confirmed_candidates(candidates, self.calibration_labels(program, candidates, initial))
+        definition = program.state.task_definition
+        lexical = self.lexical_ranker(program, candidates) if definition.query_language == \
+            definition.document_language else None
+        if lexical is not None:  # the hybrid judge's witness: BM25 scores are cheap next to a grade
+            material = with_lexical(material, lexical)
         logger.info("annotation_instruction: graded judge, %d calibration candidates (%d queries)", len(material),
                     len({c.query for c in material}))
 

@@ -38,7 +38,7 @@ from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.redact import redact
 from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
 from syntra_dspy.signatures.types import Blueprint
-from syntra_dspy.validation import fallback_blueprints
+from syntra_dspy.validation import WriteTally, fallback_blueprints
 
 if TYPE_CHECKING:
     from syntra_dspy.production.setup import ProductionInputs
@@ -104,7 +104,11 @@ class DocumentPipeline:
                  judge: RelevanceJudge | None = None, lexical: Any = None) -> None:
         self.program = program
         self.judge = judge or RelevanceJudge(program, chunk_size=settings.chunk_size)
-        self.lexical = lexical  # ranks a query's source document under BM25 (data-quality report); optional
+        # BM25 over the corpus: the source document's rank (data-quality report) and, for a hybrid judge, each
+        # candidate's score; optional, except that a hybrid judge needs it
+        self.lexical = lexical
+        if self.judge.needs_lexical and lexical is None:
+            raise ValueError("the artifact's hybrid judge needs BM25 scores: give the pipeline a lexical ranker")
         self.retry_temperature = retry_temperature
         self.corpus = corpus
         self.searcher = searcher
@@ -157,11 +161,14 @@ class DocumentPipeline:
             for (pos, query), found in zip(queries.items(), hits):
                 blueprint = blueprints[pos]
                 q = QueryResult(query_id=query_id(doc_id, pos), position=pos, text=query,
-                                blueprint=blueprint.model_dump(mode="json"),
+                                blueprint=blueprint.model_dump(mode="json"), restated_from=result.restated.get(pos),
                                 candidates=[Candidate(rank, cid, float(score)) for rank, (cid, score) in enumerate(found)])
                 q.source_rank = next((c.rank for c in q.candidates if c.doc_id == doc_id), None)
                 if self.lexical is not None:
                     q.bm25_source_rank = self.lexical.rank(query, doc_id)
+                    if self.judge.needs_lexical:
+                        for cand, bm25 in zip(q.candidates, self.lexical.scores(query, [c.doc_id for c in q.candidates])):
+                            cand.lexical = bm25
                 result.queries.append(q)
                 for cand in q.candidates:
                     result.texts.setdefault(cand.doc_id, self.corpus[cand.doc_id].content)
@@ -185,14 +192,19 @@ class DocumentPipeline:
 
     def write(self, text: str, blueprints: Sequence[Blueprint], result: DocumentResult) -> dict[int, str]:
         """Queries by blueprint position. Blueprints left without a valid query are recorded as a failure of the
-        write stage and the rest are kept in their positions (the document is then partial); none valid fails it."""
+        write stage and the rest are kept in their positions (the document is then partial); none valid fails it.
+        Queries the writer wrote as questions and that were restated in the examples' form are noted in
+        ``result.restated`` (position -> the question)."""
+        tally = WriteTally()
         try:
-            return dict(enumerate(self.program.write_queries(text, blueprints)))
+            return dict(enumerate(self.program.write_queries(text, blueprints, tally=tally)))
         except QueriesIncomplete as exc:
             missing = [n for n in range(len(blueprints)) if n not in exc.kept]
             result.failures.append(Failure(stage="write", kind="output", error=str(exc),
                                            detail=answer_detail(exc, missing_blueprints=missing)))
             return dict(sorted(exc.kept.items()))
+        finally:
+            result.restated = dict(tally.restated)
 
     def _annotate(self, result: DocumentResult) -> None:
         """Label every candidate of every query, in the judge's chunks with local ids; chunks run concurrently, and
@@ -201,7 +213,8 @@ class DocumentPipeline:
         judged: dict[str, list[Judgment | None]] = {}
         asked: dict[str, list[JudgeCandidate]] = {}
         for q in result.queries:
-            asked[q.query_id] = [JudgeCandidate(result.texts[c.doc_id], c.score) for c in q.candidates]
+            asked[q.query_id] = [JudgeCandidate(result.texts[c.doc_id], c.score, lexical=c.lexical)
+                                 for c in q.candidates]
             judged[q.query_id] = [None] * len(q.candidates)
             for start, stop in self.judge.chunks(len(q.candidates)):
                 chunk = asked[q.query_id][start:stop]

@@ -25,9 +25,10 @@ def _artifact_json(meta: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def query_quality(run: RunStore) -> dict[str, Any]:
-    """Share of queries with the examples' form (None when the artifact's examples cannot be read), and share of
+    """Share of queries with the examples' form (None when the artifact's examples cannot be read), share of
     queries that nearly duplicate an earlier query of their document (token-set Jaccard above the artifact's
-    ``near_duplicate`` setting, or the default for artifacts compiled before it)."""
+    ``near_duplicate`` setting, or the default for artifacts compiled before it), and share restated from a
+    question the writer wrote (None for a store from before restating)."""
     meta = run.meta()
     examples = _artifact_json(meta, "program.json").get("components", {}).get("examples", [])
     form = QueryForm.from_examples([e["query"] for e in examples])
@@ -42,6 +43,9 @@ def query_quality(run: RunStore) -> dict[str, Any]:
     def share(n: int) -> float | None:
         return round(n / len(texts), 4) if texts else None
 
+    restated = run.scalar("SELECT count(*) FROM queries WHERE restated_from IS NOT NULL") \
+        if run.has_column("queries", "restated_from") else None
     return {"queries": len(texts), "form": form.to_dict() if form else None,
             "in_form": share(sum(form.problem(t) is None for t in texts)) if form else None,
-            "near_duplicate_threshold": threshold, "near_duplicates": share(repeats)}
+            "near_duplicate_threshold": threshold, "near_duplicates": share(repeats),
+            "restated": share(restated) if restated is not None else None}

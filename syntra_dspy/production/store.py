@@ -74,7 +74,8 @@ CREATE INDEX documents_status ON documents (status, position);
 #: readers check that they exist. ``grades``: the graded judgment behind a label (p(0..3), E, the written digit,
 #: the calibrated score); ``query_ranks``: where the source document ranks for its query under BM25;
 #: ``schema_forms`` and ``endpoint_usage``: how the served generator was reached (see the module docstring).
-#: ``usage.cached_prompt_tokens`` is a column added the same way (:data:`_ADDED_COLUMNS`).
+#: Columns added the same way (:data:`_ADDED_COLUMNS`): ``usage.cached_prompt_tokens``, ``grades.lexical`` (the
+#: candidate's BM25 score, for a hybrid judge) and ``queries.restated_from`` (the question a query restates).
 _ADDED = """
 CREATE TABLE IF NOT EXISTS grades (
     query_id TEXT NOT NULL, rank INTEGER NOT NULL, p0 REAL, p1 REAL, p2 REAL, p3 REAL, expected REAL,
@@ -89,7 +90,8 @@ CREATE TABLE IF NOT EXISTS endpoint_usage (
     completion_tokens INTEGER NOT NULL DEFAULT 0, cached_prompt_tokens INTEGER NOT NULL DEFAULT 0,
     seconds REAL NOT NULL DEFAULT 0, healthy INTEGER, last_error TEXT, PRIMARY KEY (session_id, role, endpoint));
 """
-_ADDED_COLUMNS = (("usage", "cached_prompt_tokens", "INTEGER NOT NULL DEFAULT 0"),)
+_ADDED_COLUMNS = (("usage", "cached_prompt_tokens", "INTEGER NOT NULL DEFAULT 0"), ("grades", "lexical", "REAL"),
+                  ("queries", "restated_from", "TEXT"))
 
 
 def _now() -> str:
@@ -264,19 +266,19 @@ class RunStore:
                  result.n_blueprints, len(result.queries), round(result.seconds, 3), session_id, _now(),
                  result.doc_id))
             c.executemany(
-                "INSERT INTO queries (query_id, doc_id, position, text, blueprint, source_rank, complete) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO queries (query_id, doc_id, position, text, blueprint, source_rank, complete, "
+                "restated_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(q.query_id, result.doc_id, q.position, q.text, json.dumps(q.blueprint, ensure_ascii=False),
-                  q.source_rank, int(q.complete)) for q in result.queries])
+                  q.source_rank, int(q.complete), q.restated_from) for q in result.queries])
             c.executemany(
                 "INSERT INTO candidates (query_id, rank, doc_id, score, label) VALUES (?, ?, ?, ?, ?)",
                 [(q.query_id, cand.rank, cand.doc_id, cand.score, cand.label)
                  for q in result.queries for cand in q.candidates])
             graded = [(q.query_id, cand.rank, *(cand.grade.probs or (None,) * 4), cand.grade.expected,
-                       cand.grade.written, cand.grade.mass, cand.judge_score)
+                       cand.grade.written, cand.grade.mass, cand.judge_score, cand.lexical)
                       for q in result.queries for cand in q.candidates if cand.grade is not None]
             c.executemany("INSERT INTO grades (query_id, rank, p0, p1, p2, p3, expected, written, mass, "
-                          "judge_score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", graded)
+                          "judge_score, lexical) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", graded)
             c.executemany("INSERT INTO query_ranks (query_id, bm25_source_rank) VALUES (?, ?)",
                           [(q.query_id, q.bm25_source_rank) for q in result.queries])
             c.executemany("INSERT OR IGNORE INTO texts (doc_id, content) VALUES (?, ?)", list(result.texts.items()))

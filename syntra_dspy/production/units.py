@@ -42,6 +42,7 @@ class Candidate:
     label: int | None = None
     grade: Any = None  # the graded judgment behind the label (syntra_dspy.programs.grading.Grade), if graded
     judge_score: float | None = None  # the calibrated score the label was cut from (graded judge)
+    lexical: float | None = None  # BM25 score for the query (the hybrid judge's lexical witness), when computed
 
 
 @dataclass
@@ -55,6 +56,7 @@ class QueryResult:
     candidates: list[Candidate] = field(default_factory=list)
     source_rank: int | None = None  # rank of the source document among the candidates; None: not retrieved
     bm25_source_rank: int | None = None  # rank of the source document under BM25 (top 100); None: below that
+    restated_from: str | None = None  # the question the writer wrote, when this query is its restatement
 
     @property
     def complete(self) -> bool:
@@ -81,6 +83,7 @@ class DocumentResult:
     texts: dict[str, str] = field(default_factory=dict)  # doc_id -> content, for every candidate and the source
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
+    restated: dict[int, str] = field(default_factory=dict)  # query position -> the question its query restates
 
     def fail(self, stage: str, kind: FailureKind, error: str, detail: dict[str, Any] | None = None) -> None:
         """Mark the whole document failed at ``stage``; what it produced so far is not committed."""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from syntra_dspy.errors import LMOutputError
 from syntra_dspy.programs.grading import Grade
 from syntra_dspy.programs.judge_calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
-                                                   list_contexts)
+                                                   classify_score, list_contexts)
 from syntra_dspy.signatures.types import label_class
 
 logger = logging.getLogger(__name__)
@@ -31,13 +31,15 @@ JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
 
 @dataclass(frozen=True)
 class Candidate:
-    """What the judge needs of a candidate: its text and, for a fused or relative calibration, the retriever's
-    cosine; ``listed``: whether it is one of the query's retrieved list (a relative calibration compares each
-    candidate with the listed others; a random control or an added positive is not listed)."""
+    """What the judge needs of a candidate: its text and, for a fused, relative or hybrid calibration, the
+    retriever's cosine; for a hybrid one also ``lexical``, its BM25 score for the query; ``listed``: whether it is
+    one of the query's retrieved list (a list-relative calibration compares each candidate with the listed others;
+    a random control or an added positive is not listed)."""
 
     text: str
     cosine: float | None = None
     listed: bool = True
+    lexical: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ class RelevanceJudge:
         self.fallback: str | None = None
         self._lock = threading.Lock()
 
+    @property
+    def needs_lexical(self) -> bool:
+        """Whether each candidate must come with its BM25 score for the query (a hybrid calibration)."""
+        return self.mode == "graded" and self.calibration.needs_lexical
+
     def describe(self) -> dict[str, Any]:
         """For run stores and reports: the mode, whether it is calibrated, the calibration, any fallback."""
         info: dict[str, Any] = {"mode": self.mode}
@@ -102,15 +109,23 @@ class RelevanceJudge:
         return [self._graded(query, c) for c in candidates]
 
     def _graded(self, query: str, candidate: Candidate) -> Judgment:
-        grade = self._grade(query, candidate.text)
-        # A relative calibration's label is provisional here (no list yet: standing 0); ``settle`` finalises it.
+        return self.calibrate(self._grade(query, candidate.text), candidate)
+
+    def calibrate(self, grade: Grade, candidate: Candidate) -> Judgment:
+        """The judgment this judge makes of a grade it did not ask for itself (e.g. logged by an artifact with the
+        same grading prompt). A list-relative calibration's label is provisional here (no list yet: standing 0);
+        ``settle`` finalises it."""
+        if self.mode != "graded":
+            raise ValueError("only a graded judge calibrates grades")
+        if self.calibration.needs_lexical and candidate.lexical is None:
+            raise ValueError("this artifact's hybrid judge needs each candidate's BM25 score for the query")
         return self._calibrated(grade, candidate, ListContext((), ()) if self.calibration.needs_list else None)
 
     def _calibrated(self, grade: Grade, candidate: Candidate, context: ListContext | None) -> Judgment:
         expected = grade.expected
         assert expected is not None  # grade_candidate never returns a grade without probabilities or a digit
-        score = self.calibration.score(expected, candidate.cosine, context)
-        klass = self.calibration.classify(expected, candidate.cosine, context)
+        score = self.calibration.score(expected, candidate.cosine, context, candidate.lexical)
+        klass = classify_score(score, self.calibration.positive_threshold, self.calibration.hard_threshold)
         return Judgment(CLASS_LABEL[klass], grade, score)
 
     def settle(self, candidates: Sequence[Candidate], judgments: Sequence[Judgment | None]) -> list[Judgment | None]:
@@ -118,11 +133,14 @@ class RelevanceJudge:
         each against the other listed candidates; any other judge's judgments are already final."""
         if self.mode != "graded" or not self.calibration.needs_list:
             return list(judgments)
+        lexical = self.calibration.needs_lexical
         graded = [i for i, j in enumerate(judgments) if j is not None and j.grade is not None
-                  and j.grade.expected is not None and candidates[i].cosine is not None]
+                  and j.grade.expected is not None and candidates[i].cosine is not None
+                  and (not lexical or candidates[i].lexical is not None)]
         contexts = list_contexts([judgments[i].grade.expected for i in graded],  # type: ignore[union-attr,misc]
                                  [candidates[i].cosine for i in graded],  # type: ignore[misc]
-                                 [candidates[i].listed for i in graded])
+                                 [candidates[i].listed for i in graded],
+                                 [candidates[i].lexical for i in graded])
         out = list(judgments)
         for i, context in zip(graded, contexts):
             out[i] = self._calibrated(judgments[i].grade, candidates[i], context)  # type: ignore[union-attr,arg-type]

@@ -31,6 +31,7 @@ from syntra_dspy.signatures import (
     GradeCandidateRelevance,
     JudgeCandidateRelevance,
     PlanQueryBlueprints,
+    RestateQueryInForm,
     WriteQueriesFromBlueprints,
 )
 from syntra_dspy.query_form import QueryForm
@@ -44,6 +45,7 @@ from syntra_dspy.validation import (
     check_labels,
     check_queries,
     clean_features,
+    query_problem,
 )
 
 logger = logging.getLogger(__name__)
@@ -300,6 +302,15 @@ class SynthesisProgram(dspy.Module):
                 if tally is not None:
                     tally.add(exc.checked, exc.off_form, str(exc))
                 kept.update(exc.kept)
+                for slot, question in exc.questions.items():
+                    restated = self._restate(question, rule, lang=lang, document=doc, form=form,
+                                             earlier=[*avoid, *kept.values()])
+                    if restated is not None:
+                        kept[slot] = restated
+                        if tally is not None:
+                            tally.restated[slot] = question
+                if all(n in kept for n in numbers):
+                    return [kept[n] for n in range(len(blueprints))]
                 if not kept:
                     raise
                 done = ", ".join(map(str, sorted(kept)))
@@ -316,6 +327,26 @@ class SynthesisProgram(dspy.Module):
             if not kept:
                 raise
             raise QueriesIncomplete(exc.message, kept=dict(kept), stage="write", last_answer=exc.last_answer) from None
+
+    def _restate(self, question: str, rule: str, *, lang: str, document: str, form: QueryForm,
+                 earlier: Sequence[str]) -> str | None:
+        """A query the writer wrote as a question, restated in the examples' form by one short call, or None when
+        the restatement breaks a rule too. A small writer often keeps writing questions however often it is told
+        not to, yet restates one readily; a whole new write call costs ten times as much."""
+        examples = "\n".join(f"- {ex.query}" for ex in self.state.examples)
+        try:
+            pred = dspy.Predict(RestateQueryInForm)(query=question, form=f"{rule}\nExample queries:\n{examples}",
+                                                     config={"max_tokens": 120})
+        except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
+            logger.debug("restating %r failed: %s", question, exc)
+            return None
+        text = " ".join(str(pred.restated or "").split()).strip().strip('"').strip()
+        problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
+                                near_duplicate=self.near_duplicate)
+        if problem is not None:
+            logger.debug("restated query %r rejected: %s", text, problem[0])
+            return None
+        return text
 
     def query_form(self) -> QueryForm | None:
         """The form written queries must have, read off the task's example queries (None without examples)."""

@@ -37,3 +37,16 @@ class WriteQueriesFromBlueprints(dspy.Signature):
     language: str = dspy.InputField(desc="the language and the form every query must be written in")
     retry_note: str = dspy.InputField(desc="empty, or what was wrong with the previous answer")
     queries: list[WrittenQuery] = dspy.OutputField()
+
+
+class RestateQueryInForm(dspy.Signature):
+    """You restate a search query in the form a retrieval task's queries take, keeping what it asks about.
+
+    The query was written as a question, but this task's queries are never questions. Say the same thing in the
+    requested form: for a claim, state as a fact the finding the question asks about (a yes-or-no question becomes
+    the statement it asks to confirm; a question about what or how becomes a statement of the relation it asks
+    about). Keep the subject, the terms and the level of detail; add no finding the question does not contain."""
+
+    query: str = dspy.InputField(desc="the query as written")
+    form: str = dspy.InputField(desc="the form to restate it in, and example queries of the task")
+    restated: str = dspy.OutputField(desc="the same query in the requested form, one line")

@@ -1,0 +1,274 @@
+"""Does a run's data make a retriever better? LoRA encoders trained on it, side by side, on held-out SciFact claims.
+
+From one run store and the artifact that produced it, trains the base encoder with LoRA (one training setting for
+every system) on:
+
+* ``judged``: the run's exported records (positives and hard negatives as the artifact's judge labelled them);
+* ``source-only``: the same queries with no judge: the source document as the only positive and the other retrieved
+  candidates, in rank order, as negatives (what the judge is there to improve on);
+* ``human``: as many SciFact train claims, with their qrels positives (judgments people made) and the base
+  encoder's top-ranked non-positive documents as hard negatives (the same depth the run retrieved);
+* optionally more models (``--extra NAME=DIR``, e.g. an earlier run's model),
+
+then evaluates BM25, the base encoder and every trained model on the same evaluation claims: SciFact train claims
+minus the task's few-shot and calibration claims (they shaped the artifact) minus the human training claims.
+nDCG@10 per system with a bootstrap CI, and paired comparisons (t-test and bootstrap CI over claims) of each
+trained model against the base and of ``judged`` against ``source-only`` and ``human``.
+
+    python benchmarks/downstream_scifact.py --store ~/syntra-runs/scifact-41d8.db \
+        --artifact artifacts/scifact/41d81ca90d87 --work ~/syntra-runs/downstream \
+        --out benchmarks/results/downstream_scifact
+
+``--set key=value`` changes a training setting (``TrainConfig`` field) for every system; ``--dev N`` holds out N
+more claims as a development split, scored separately (for choosing settings without touching the evaluation
+claims). Trained models are kept under ``--work`` and reused when their records and settings are unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from syntra_dspy.artifacts import load_artifact
+from syntra_dspy.evaluation import evaluate_model, load_dataset, paired_comparison
+from syntra_dspy.evaluation.exclude import normalize_query
+from syntra_dspy.evaluation.retrieve import load_retriever
+from syntra_dspy.production.export import export_records
+from syntra_dspy.production.records import retrieval_instruction
+from syntra_dspy.production.store import RunStore
+from syntra_dspy.training import TrainConfig, train_embedding_model
+
+INDEX_ROOT = ".syntra/index"
+
+
+def bootstrap_mean_ci(values: list[float], *, n: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, len(arr), size=(n, len(arr)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def write_jsonl(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    path.with_name(path.name + ".meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def excluded_claims(artifact: Any, queries: dict[str, str]) -> tuple[set[str], dict[str, int]]:
+    """Claims that shaped the artifact: its few-shot examples and its judge's calibration queries (by text)."""
+    state = artifact.program.state
+    few_shot = {normalize_query(e.query) for e in state.examples}
+    summary = state.judge.summary if state.judge is not None else None
+    calibration = {normalize_query(q) for q in (summary.query_texts if summary else ())}
+    ids = {"few_shot": set(), "calibration": set()}
+    for qid, text in queries.items():
+        key = normalize_query(text)
+        if key in few_shot:
+            ids["few_shot"].add(qid)
+        elif key in calibration:
+            ids["calibration"].add(qid)
+    return ids["few_shot"] | ids["calibration"], {k: len(v) for k, v in ids.items()}
+
+
+def source_only_records(store_path: Path, judged: list[dict[str, Any]], num_negatives: int) -> list[dict[str, Any]]:
+    """The judged records' queries, labelled without a judge: pos = the source document, neg = the other
+    retrieved candidates in rank order."""
+    wanted = {r["query_id"]: r for r in judged}
+    rows = []
+    with RunStore.open(store_path, readonly=True) as store:
+        for row in store.iter_queries():
+            record = wanted.get(row["query_id"])
+            if record is None:
+                continue
+            source = row["doc_id"]
+            negs = [doc_id for _, doc_id, _ in row["candidates"] if doc_id != source][:num_negatives]
+            texts = store.texts([source, *negs])
+            rows.append({"query": record["query"], "instruction": record["instruction"], "pos": [texts[source]],
+                         "neg": [texts[d] for d in negs], "pos_ids": [source], "neg_ids": negs,
+                         "source_doc_id": source, "query_id": row["query_id"],
+                         "artifact_version": record["artifact_version"]})
+    return rows
+
+
+def human_records(dataset: Any, qids: list[str], depth: int, num_negatives: int, instruction: str
+                  ) -> list[dict[str, Any]]:
+    """Claims with their qrels positives (human judgments) and the base encoder's best-ranked other documents."""
+    corpus = dataset.require_corpus()
+    retriever = load_retriever("all-MiniLM-L6-v2", corpus, index_root=INDEX_ROOT)
+    run = retriever.search({q: dataset.queries[q] for q in qids}, k=depth + 10)
+    rows = []
+    for q in qids:
+        positives = [d for d, g in dataset.qrels[q].items() if g > 0 and d in corpus]
+        ranked = sorted(run.get(q, {}).items(), key=lambda kv: -kv[1])
+        negs = [d for d, _ in ranked if d not in dataset.qrels[q]][:min(depth - 1, num_negatives)]
+        if not positives or not negs:
+            continue
+        rows.append({"query": dataset.queries[q], "instruction": instruction,
+                     "pos": [corpus[d].content for d in positives], "neg": [corpus[d].content for d in negs],
+                     "pos_ids": positives, "neg_ids": negs, "source_doc_id": None, "query_id": q,
+                     "artifact_version": None})
+    return rows
+
+
+def train(name: str, records: Path, work: Path, config: TrainConfig) -> tuple[Path, dict[str, Any]]:
+    """Train (or reuse) one LoRA model; the folder is keyed by the records' bytes and the settings."""
+    key = hashlib.sha256(records.read_bytes() + json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+    out = work / "models" / f"{name}-{key}"
+    report = out / "training.json"
+    if report.is_file() and (out / "merged").is_dir():
+        print(f"{name}: reusing {out}", flush=True)
+        return out / "merged", json.loads(report.read_text(encoding="utf-8"))
+    result = train_embedding_model(records, base="all-MiniLM-L6-v2", out=out, config=config, overwrite=True,
+                                   progress=False)
+    print(f"{name}: trained in {result.seconds:.0f} s, {result.steps} steps, final loss {result.final_loss}",
+          flush=True)
+    return out / "merged", json.loads(report.read_text(encoding="utf-8"))
+
+
+def score(systems: list[tuple[str, str]], dataset: Any, exclude: set[str], measure: str
+          ) -> tuple[dict[str, Any], dict[str, float]]:
+    results, seconds = {}, {}
+    for name, model in systems:
+        start = time.perf_counter()
+        results[name] = evaluate_model(model, dataset, exclude=exclude, index_root=INDEX_ROOT)
+        seconds[name] = time.perf_counter() - start
+        print(f"{name}: {measure} {results[name].aggregate[measure]:.4f} on {results[name].n_queries} claims "
+              f"({seconds[name]:.0f} s)", flush=True)
+    return results, seconds
+
+
+def table(results: dict[str, Any], measure: str, pairs: list[tuple[str, str]]) -> tuple[list[str], list[dict]]:
+    lines = [f"| system | {measure} [95% CI] | nDCG@20 | R@100 |", "|---|---|---|---|"]
+    for name, r in results.items():
+        lo, hi = bootstrap_mean_ci([s[measure] for s in r.per_query.values()])
+        lines.append(f"| {name} | {r.aggregate[measure]:.4f} [{lo:.4f}, {hi:.4f}] | {r.aggregate['nDCG@20']:.4f} | "
+                     f"{r.aggregate['R@100']:.4f} |")
+    lines += ["", f"| paired (over claims) | Δ{measure} (b - a) | 95% CI | p (paired t) | wins/losses/ties |",
+              "|---|---|---|---|---|"]
+    rows = []
+    for a, b in pairs:
+        cmp = paired_comparison({q: s[measure] for q, s in results[a].per_query.items()},
+                                {q: s[measure] for q, s in results[b].per_query.items()}, measure=measure)
+        lines.append(f"| {b} vs {a} | {cmp.diff:+.4f} | [{cmp.ci_low:+.4f}, {cmp.ci_high:+.4f}] | {cmp.p_value:.3g} | "
+                     f"{cmp.wins}/{cmp.losses}/{cmp.ties} |")
+        rows.append({"a": a, "b": b, **cmp.to_dict()})
+    return lines, rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True, type=Path, help="run store written by syntra produce")
+    ap.add_argument("--artifact", required=True, help="the artifact that produced it (its claims are excluded)")
+    ap.add_argument("--dataset", default="beir:../shared/data/scifact:train")
+    ap.add_argument("--records", type=int, default=None, help="use the first N exported records (default: all)")
+    ap.add_argument("--human", type=int, default=None, help="human training claims (default: as many as records)")
+    ap.add_argument("--dev", type=int, default=0, help="claims held out as a development split")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig setting")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=MODEL_DIR")
+    ap.add_argument("--systems", default="judged,source-only,human", help="trained systems to include")
+    ap.add_argument("--measure", default="nDCG@10")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args()
+
+    config = TrainConfig.from_dict({k: parse_value(v) for k, v in (s.split("=", 1) for s in args.set)})
+    wanted = [s for s in args.systems.split(",") if s]
+    artifact = load_artifact(args.artifact)
+    dataset = load_dataset(args.dataset)
+    excluded, excluded_counts = excluded_claims(artifact, dataset.queries)
+    work = args.work.expanduser()
+    work.mkdir(parents=True, exist_ok=True)
+
+    judged_path = work / "records-judged.jsonl"
+    summary = export_records(args.store.expanduser(), judged_path, overwrite=True, num_negatives=config.num_negatives)
+    judged = [json.loads(line) for line in judged_path.read_text(encoding="utf-8").splitlines()]
+    if args.records is not None:
+        judged = judged[:args.records]
+        write_jsonl(judged, judged_path, {"source": str(args.store), "first": args.records,
+                                          "export": summary.to_dict()})
+    n_records = len(judged)
+    print(f"{n_records} judged records from {args.store} ({summary.queries} stored queries, dropped "
+          f"{summary.dropped})", flush=True)
+
+    pool = sorted(q for q in dataset.judged_queries if q not in excluded)
+    random.Random(args.seed).shuffle(pool)
+    n_human = args.human if args.human is not None else n_records
+    human_ids, dev_ids = pool[:n_human], pool[n_human:n_human + args.dev]
+    eval_ids = sorted(pool[n_human + args.dev:])
+
+    instruction = judged[0]["instruction"] if judged else retrieval_instruction({})
+    top_k = max((len(r["neg"]) + len(r["pos"]) for r in judged), default=8)
+    records = {"judged": judged_path}
+    if "source-only" in wanted:
+        records["source-only"] = write_jsonl(source_only_records(args.store.expanduser(), judged, config.num_negatives),
+                                             work / "records-source-only.jsonl", {"source": str(args.store),
+                                                                                   "labels": "source document only"})
+    if "human" in wanted:
+        rows = human_records(dataset, human_ids, top_k, config.num_negatives, instruction)
+        records["human"] = write_jsonl(rows, work / "records-human.jsonl", {
+            "source": args.dataset, "labels": "SciFact qrels (judgments people made); negatives: base encoder top "
+                                              f"{top_k} minus judged documents", "claims": human_ids})
+    systems = [("BM25", "bm25"), ("all-MiniLM-L6-v2 (base)", "all-MiniLM-L6-v2")]
+    training: dict[str, Any] = {}
+    for name in [s for s in wanted if s in records]:
+        model, report = train(name, records[name], work, config)
+        systems.append((f"LoRA {name}", str(model)))
+        training[name] = {"records": sum(1 for _ in records[name].open(encoding="utf-8")), "model": str(model),
+                          "steps": report.get("steps"), "seconds": report.get("seconds"),
+                          "final_loss": report.get("final_loss")}
+    systems += [tuple(spec.split("=", 1)) for spec in args.extra]
+
+    base = "all-MiniLM-L6-v2 (base)"
+    trained = [n for n, _ in systems[2:]]
+    pairs = [(base, n) for n in trained]
+    if "LoRA judged" in trained:
+        pairs += [(other, "LoRA judged") for other in ("LoRA source-only", "LoRA human") if other in trained]
+    splits = {"evaluation": set(dataset.queries) - set(eval_ids)}
+    if dev_ids:
+        splits = {"development": set(dataset.queries) - set(dev_ids), **splits}
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"# Downstream: {args.measure} on held-out {dataset.name} claims", "",
+             f"Run store `{args.store}` (artifact {artifact.version}): {n_records} records. Training setting for "
+             f"every system: {json.dumps(config.to_dict(), sort_keys=True)}.",
+             f"Excluded from every split: {excluded_counts['few_shot']} few-shot and {excluded_counts['calibration']} "
+             f"calibration claims of the artifact; {len(human_ids)} claims are the human training pairs "
+             f"(SciFact qrels: judgments people made), seed {args.seed}.", ""]
+    payload: dict[str, Any] = {"store": str(args.store), "artifact": artifact.version, "records": n_records,
+                               "export": summary.to_dict(), "config": config.to_dict(), "seed": args.seed,
+                               "excluded": excluded_counts, "human_claims": human_ids, "dev_claims": dev_ids,
+                               "training": training, "splits": {}}
+    for split, exclude in splits.items():
+        results, seconds = score(systems, dataset, exclude, args.measure)
+        n = next(iter(results.values())).n_queries
+        split_lines, comparisons = table(results, args.measure, pairs)
+        lines += [f"## {split} split: {n} claims", "", *split_lines, ""]
+        payload["splits"][split] = {"claims": n, "seconds": seconds, "comparisons": comparisons,
+                                    "aggregate": {k: r.aggregate for k, r in results.items()},
+                                    "per_query": {k: {q: s[args.measure] for q, s in r.per_query.items()}
+                                                  for k, r in results.items()}}
+    lines += ["Trained models: " + "; ".join(f"{k}: {v['records']} records, {v['steps']} steps, "
+                                              f"{(v['seconds'] or 0):.0f} s" for k, v in training.items())]
+    (out / "downstream.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / "downstream.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

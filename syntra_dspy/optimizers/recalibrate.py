@@ -1,0 +1,112 @@
+"""Refit an artifact's judge calibration without recompiling its program (``syntra artifacts recalibrate``).
+
+Grading is the expensive part of a judge; the calibration on top (which score, which cut points) is cheap. When a
+team gets human judgments later, or a new score becomes available, the calibration set is graded again with the
+artifact's own, unchanged grading prompt and a new :class:`JudgeCalibration` is fitted. The result is a new artifact
+version whose program differs from the original in the ``judge`` component only: every step's instruction and
+rendered prompt is the original's (checked before it is written), so grades logged for one are valid for the other
+(``syntra agreement ... --compare`` reuses them), and the manifest says what it was derived from.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.candidates import with_lexical
+from syntra_dspy.errors import ArtifactError, ConfigError
+from syntra_dspy.optimizers import judge_stage as js
+from syntra_dspy.programs.judge_calibration import JudgeCalibration, fit_calibration
+
+logger = logging.getLogger(__name__)
+
+#: Manifest fields that describe one compile's own work; a recalibration keeps the compile's and adds its own record.
+_SEALED = ("version", "program_id", "prompts", "schema_version", "kind")
+
+
+def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str = "auto",
+                         calibration_labels: str | None = None, calibration_queries: int | None = None,
+                         generator: str | None = None, api_key_env: str | None = None,
+                         index_dir: str | Path | None = None) -> Path:
+    """Grade the calibration set with ``artifact``'s program, fit a new calibration and save a derived artifact under
+    ``out`` (``<out>/<task>/<version>``); returns its directory.
+
+    The calibration set is built as compile built it (the compile's seed, candidate depth and controls; its human
+    label source and query count unless ``calibration_labels``/``calibration_queries`` are given).
+    """
+    import dspy
+
+    from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
+    from syntra_dspy.comparison.judge_eval import lexical_witness
+    from syntra_dspy.lm.roles import prepare_lm
+    from syntra_dspy.lm.usage import UsageMeter
+    from syntra_dspy.production.setup import load_inputs, resolve_generator
+
+    original = load_artifact(artifact)
+    settings = original.meta.optimizer
+    if original.program.state.judge is None and settings.get("judge", "graded") != "graded":
+        raise ConfigError("this artifact's judge writes its labels (compiled with judge 'written'): there is no "
+                          "calibration to refit", path=artifact, hint="compile it with --judge graded")
+    if "pairs" in (original.meta.human_label_source() or {}) and calibration_labels is None:
+        raise ConfigError("this artifact was calibrated on human-confirmed label pairs, which recalibration does not "
+                          "re-read", path=artifact, hint="give --calibration-labels with the same judged data")
+    check_artifact_root(out, original.task)
+    labels = calibration_labels if calibration_labels is not None else settings.get("calibration_labels")
+    queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)
+    inputs = load_inputs(artifact, index_dir=index_dir)
+    program = original.program
+    material = js.calibration_set(program.state.examples, inputs, k=int(settings.get("annotation_candidates", 8)),
+                                  controls=max(1, int(settings.get("control_negatives", 1))),
+                                  seed=int(settings.get("seed", 42)), labels=labels, label_queries=queries)
+    definition = program.state.task_definition
+    lexical = lexical_witness(inputs.corpus, definition.query_language, definition.document_language)
+    if lexical is not None:
+        material = with_lexical(material, lexical)
+    lm, lm_info = resolve_generator(original.meta, generator, api_key_env)
+    prepare_lm(lm)
+    meter = UsageMeter()
+    started = time.perf_counter()
+    logger.info("recalibrating %s/%s: grading %d calibration candidates (%d queries)", original.task,
+                original.version, len(material), len({c.query for c in material}))
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None), meter.stage("annotation_instruction"):
+        grades = js.grade_set(program, material, inputs.corpus)
+    samples = js.samples_of(material, grades)
+    if not any(s.gold == "positive" for s in samples):
+        raise ConfigError("no known positive of the calibration set could be graded: the judge's answers were "
+                          "unusable", path=artifact)
+    judge = fit_calibration(samples, feature=feature)  # type: ignore[arg-type]
+    derived = program.with_components(judge=judge)
+    if render_prompts(derived) != render_prompts(program):
+        raise ArtifactError("the recalibrated program renders other prompts than the original (only the judge may "
+                            "change)", path=artifact)
+    seconds = time.perf_counter() - started
+    manifest = {k: v for k, v in original.manifest.items() if k not in _SEALED}
+    record = dict(manifest.get("record") or {})
+    record["recalibration"] = {
+        "from_version": original.version, "from_program_id": original.program_id,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
+        "feature_setting": feature, "calibration_labels": labels, "calibration_queries": queries,
+        "candidates": len(material), "graded": len(samples), "generator": lm_info.get("model"),
+        "usage": meter.snapshot(), "before": _brief(program.state.judge), "after": _brief(judge),
+    }
+    manifest["record"] = record
+    manifest["created_at"] = record["recalibration"]["at"]
+    path = save_artifact(derived, manifest, out)
+    logger.info("recalibrated judge (%s, calibration kappa %.3f, recall %.3f) saved as %s", judge.feature,
+                judge.summary.binary_kappa or 0.0, judge.summary.positive_recall or 0.0, path)  # type: ignore[union-attr]
+    return path
+
+
+def _brief(calibration: JudgeCalibration | None) -> Mapping[str, Any] | None:
+    """The fitted score and how it agreed on its calibration set, for the derived artifact's record."""
+    if calibration is None:
+        return None
+    summary = calibration.summary
+    return {"feature": calibration.feature, "positive_threshold": calibration.positive_threshold,
+            "binary_kappa": summary.binary_kappa if summary else None,
+            "positive_recall": summary.positive_recall if summary else None,
+            "cv_binary_kappa": dict(summary.cv_binary_kappa) if summary else {}}

@@ -1,0 +1,84 @@
+"""``syntra artifacts recalibrate``: a new judge calibration on the unchanged grading prompt, as a new version."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from syntra_dspy.artifacts import load_artifact, render_prompts
+from syntra_dspy.cli import main
+from syntra_dspy.comparison.judge_eval import measure_agreement
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.optimizers.recalibrate import recalibrate_artifact
+from syntra_dspy.testing import SyntraBrain, scripted_lm
+
+from helpers import MINI_TASK
+from test_compare_helpers import write_heldout_beir
+from test_produce_support import mini_artifact
+
+
+@pytest.fixture(scope="module")
+def relative(tmp_path_factory):
+    return mini_artifact(tmp_path_factory, judge="graded", feature="relative")
+
+
+def test_recalibration_changes_the_judge_only_and_records_where_it_came_from(relative, tmp_path):
+    art, index = relative
+    original = load_artifact(art)
+    brain = SyntraBrain()
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(brain),
+                                index_dir=index)
+    derived = load_artifact(path)  # verified like any artifact
+    assert derived.version != original.version and path.parent.name == original.task
+    assert derived.program.state.judge.feature == "hybrid" and original.program.state.judge.feature == "relative"
+    assert render_prompts(derived.program) == render_prompts(original.program)
+    assert derived.program.state.model_copy(update={"judge": None}) == \
+        original.program.state.model_copy(update={"judge": None})
+    record = derived.manifest["record"]["recalibration"]
+    assert record["from_version"] == original.version and record["after"]["feature"] == "hybrid"
+    assert record["before"]["feature"] == "relative" and record["graded"] == record["candidates"] > 0
+    assert brain.calls["grade"] == record["candidates"]  # one grading call per calibration candidate, nothing else
+    assert set(brain.calls) == {"grade"}
+    assert derived.manifest["history"] == original.manifest["history"]  # the compile's record is kept
+    assert derived.program.state.judge.summary.auc["lexical"] is not None
+
+
+def test_an_agreement_comparison_reuses_the_grades_of_an_artifact_with_the_same_grading_prompt(relative, tmp_path):
+    art, index = relative
+    derived = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(SyntraBrain()),
+                                   index_dir=index)
+    write_heldout_beir(tmp_path / "eval")
+    shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
+    brain = SyntraBrain()
+    report = measure_agreement([art, derived], f"beir:{tmp_path / 'eval'}:test", n_queries=10, top_k=4,
+                               random_negatives=1, seed=3, out=tmp_path / "out", generator=scripted_lm(brain),
+                               index_dir=index)
+    n = report["candidates"]
+    assert brain.calls["grade"] == n  # graded once, for the first artifact; the second calibrates the same grades
+    first, second = (f"mini/{art.name}:graded", f"mini/{derived.name}:graded")
+    assert report["judges"][second]["grades_from"] == [art.name] and report["judges"][first]["grades_from"] == []
+    assert report["judges"][second]["judge"]["calibration"]["feature"] == "hybrid"
+    assert report["judges"][first]["ranking"]["bm25"]["auc"] is not None  # the no-LLM reference row
+    assert report["judges"][second]["cost"] == report["judges"][first]["cost"]  # the grades' own cost, not zero
+    assert "Grades shared" in (tmp_path / "out" / "agreement.md").read_text()
+
+
+def test_a_written_judge_cannot_be_recalibrated(tmp_path_factory, tmp_path):
+    art, index = mini_artifact(tmp_path_factory, judge="written")
+    with pytest.raises(ConfigError, match="no calibration to refit"):
+        recalibrate_artifact(art, tmp_path / "artifacts", generator=scripted_lm(SyntraBrain()), index_dir=index)
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_the_command_line_prints_the_new_version_and_its_judge(relative, tmp_path, capsys, monkeypatch):
+    import syntra_dspy.optimizers.recalibrate as recal
+
+    art, index = relative
+    real = recal.recalibrate_artifact
+    monkeypatch.setattr(recal, "recalibrate_artifact",
+                        lambda *a, **k: real(*a, **{**k, "generator": scripted_lm(SyntraBrain())}))
+    code = main(["artifacts", "recalibrate", str(art), "--out", str(tmp_path / "artifacts"), "--feature", "fused",
+                 "--index-dir", str(index)])
+    out = capsys.readouterr().out
+    assert code == 0 and "recalibrated:" in out and "judge: fused" in out
