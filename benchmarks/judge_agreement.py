@@ -45,6 +45,7 @@ def calibration_samples(inputs, lm) -> list:
     """The artifact's calibration set graded again (DSPy's cache answers what the compile already graded)."""
     import dspy
 
+    from syntra_dspy.candidates import with_lexical
     from syntra_dspy.optimizers.judge_stage import calibration_set, grade_set, samples_of
     from syntra_dspy.retrieval import IndexCandidates
 
@@ -53,42 +54,29 @@ def calibration_samples(inputs, lm) -> list:
     material = calibration_set(program.state.examples, source, k=s.annotation_candidates,
                                controls=max(1, s.control_negatives), seed=s.seed,
                                labels=s.calibration_labels, label_queries=s.calibration_queries or 0)
+    lexical = lexical_for(inputs, program)
+    if lexical is not None:
+        material = with_lexical(material, lexical)
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         grades = grade_set(program, material, inputs.corpus)
     return samples_of(material, grades)
 
 
-def relabel(rows: list[dict | None], candidates, calibration) -> list[dict | None]:
-    """The held-out graded judgments with labels cut by another calibration (same grades, same candidates); a
-    relative calibration sees each candidate against the rest of its query's retrieved list, as production does."""
-    from syntra_dspy.programs.judge_calibration import CLASS_LABEL, list_contexts
+def lexical_for(inputs, program):
+    """BM25 over the corpus when the task's queries and documents share a language (the hybrid judge's witness)."""
+    from syntra_dspy.comparison.judge_eval import lexical_witness
 
-    def expected(i: int) -> float | None:
-        row = rows[i]
-        if row is None or row["judgment"] is None or "grade" not in row["judgment"]:
-            return None
-        return row["judgment"]["grade"]["expected"]
+    definition = program.state.task_definition
+    return lexical_witness(inputs.corpus, definition.query_language, definition.document_language)
 
-    contexts: list = [None] * len(candidates)
-    groups: dict[str, list[int]] = {}
-    for i, cand in enumerate(candidates):
-        groups.setdefault(cand.query_id, []).append(i)
-    for members in groups.values():
-        graded = [i for i in members if expected(i) is not None]
-        for i, context in zip(graded, list_contexts([expected(i) for i in graded],
-                                                    [candidates[i].cosine for i in graded],
-                                                    [candidates[i].rank is not None for i in graded])):
-            contexts[i] = context
-    out = []
-    for i, (row, cand) in enumerate(zip(rows, candidates)):
-        e = expected(i)
-        if e is None:
-            out.append(row)
-            continue
-        label = CLASS_LABEL[calibration.classify(e, cand.cosine, contexts[i])]
-        out.append({**row, "judgment": {**row["judgment"], "label": label,
-                                        "score": calibration.score(e, cand.cosine, contexts[i])}})
-    return out
+
+def relabel(rows: list[dict | None], candidates, program, calibration) -> list[dict | None]:
+    """The held-out graded judgments with labels cut by another calibration (same grades, same candidates)."""
+    from syntra_dspy.comparison.judge_eval import recalibrated_rows
+    from syntra_dspy.programs.judge import RelevanceJudge
+
+    return recalibrated_rows(RelevanceJudge(program.with_components(judge=calibration), mode="graded"), candidates,
+                             rows)
 
 
 def written_on_subset(inputs, lm, candidates: list, queries: int, log) -> list:
@@ -141,13 +129,17 @@ def main() -> int:
     compiled = report["judges"][graded]["judge"].get("calibration", {}).get("feature", "?")
     # The log holds each candidate's judgment as it was made; a relative calibration settles a query's labels
     # afterwards, so the compiled judge's labels are cut again here from the same grades.
+    program = inputs.artifact.program
     judges = {f"graded, compiled calibration ({compiled})": relabel(rows_of("graded", candidates), candidates,
-                                                                    inputs.artifact.program.state.judge)}
-    names = {"expected": "E alone", "fused": "E + cosine (fused)", "relative": "fused + standing in the list (relative)"}
+                                                                    program, program.state.judge)}
+    names = {"expected": "E alone", "fused": "E + cosine (fused)", "relative": "fused + standing in the list (relative)",
+             "hybrid": "relative + BM25 and its standing (hybrid)"}
     for feature, label in names.items():
+        if feature == "hybrid" and any(s.lexical is None for s in samples):
+            continue  # a cross-language task: no lexical witness
         calibration = fit_calibration(samples, feature=feature)
         name = f"graded, {label}"
-        judges[name] = relabel(rows_of("graded", candidates), candidates, calibration)
+        judges[name] = relabel(rows_of("graded", candidates), candidates, program, calibration)
     held_out = {name: score_judge(candidates, rows) for name, rows in judges.items()}
     first, *others = judges  # every other calibration against the compiled one, on the same grades and candidates
     held_out_pairs = {f"{name} vs {first}": paired_kappa_difference(candidates, judges[first], judges[name])

@@ -234,7 +234,8 @@ class AlwaysQuestions(SyntraBrain):
         return super()._route(system.replace(STYLE_MARK, ""), inputs, outputs)
 
 
-def test_production_stores_a_restated_query_with_the_question_it_came_from(tmp_path_factory, minilm, tmp_path):
+def test_production_stores_a_restated_query_with_the_question_it_came_from(tmp_path_factory, minilm, tmp_path,
+                                                                           capsys):
     from syntra_dspy.production import produce
 
     artifact, index = mini_artifact(tmp_path_factory)
@@ -247,3 +248,7 @@ def test_production_stores_a_restated_query_with_the_question_it_came_from(tmp_p
     for text, question in found:
         assert question.startswith("What is known about ") and question.endswith("?")
         assert text.endswith(" effects.") and not text.endswith("?")
+    from syntra_dspy.cli import main
+
+    assert main(["export", str(store), "--stats"]) == 0
+    assert "100% restated from a question the writer wrote" in capsys.readouterr().out

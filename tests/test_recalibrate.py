@@ -62,6 +62,21 @@ def test_an_agreement_comparison_reuses_the_grades_of_an_artifact_with_the_same_
     assert report["judges"][first]["ranking"]["bm25"]["auc"] is not None  # the no-LLM reference row
     assert report["judges"][second]["cost"] == report["judges"][first]["cost"]  # the grades' own cost, not zero
     assert "Grades shared" in (tmp_path / "out" / "agreement.md").read_text()
+    # the same labels come from cutting the first artifact's logged grades with the second's calibration
+    import json
+    from collections import Counter
+
+    from syntra_dspy.candidates import JudgedCandidate
+    from syntra_dspy.comparison.judge_eval import JudgmentLog, recalibrated_rows
+    from syntra_dspy.programs.judge import RelevanceJudge
+    from syntra_dspy.signatures.types import label_class
+
+    candidates = [JudgedCandidate(**c) for c in json.loads((tmp_path / "out" / "candidates.json").read_text())]
+    log = JudgmentLog(tmp_path / "out" / "judgments.jsonl")
+    logged = [log.done[f"{art.name}|graded|{c.query_id}|{c.doc_id}"] for c in candidates]
+    cut = recalibrated_rows(RelevanceJudge(load_artifact(derived).program), candidates, logged)
+    assert Counter(label_class(r["judgment"]["label"]) for r in cut) == \
+        Counter({k: v for k, v in report["judges"][second]["predicted"].items() if v})
 
 
 def test_a_written_judge_cannot_be_recalibrated(tmp_path_factory, tmp_path):

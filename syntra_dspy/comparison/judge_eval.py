@@ -112,6 +112,18 @@ def settle_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate], ro
     return out
 
 
+def recalibrated_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate],
+                      rows: Sequence[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
+    """Logged graded rows labelled by ``judge``'s calibration instead of the one that logged them: the same grades,
+    cut again (and settled against each query's list for a list-relative calibration). Rows without a grade stay."""
+    out: list[dict[str, Any] | None] = []
+    for c, row in zip(candidates, rows):
+        logged = _judgment_of(row)
+        out.append(row if logged is None or logged.grade is None else
+                   {**row, "judgment": judge.calibrate(logged.grade, _as_candidate(c, "")).to_dict()})  # type: ignore[dict-item]
+    return settle_rows(judge, candidates, out, corpus=None)
+
+
 def _judgment_of(row: dict[str, Any] | None) -> Judgment | None:
     if row is None or row.get("judgment") is None or "grade" not in row["judgment"]:
         return None

@@ -391,7 +391,9 @@ def format_stats(stats: dict[str, Any]) -> str:
     written, shape = q["queries"], q["queries"]["form"]
     shown = f" ({shape['kind']}, {shape['min_length']}-{shape['max_length']} {shape['unit']})" if shape else ""
     lines.append(f"form       {pct(written['in_form'])} of queries have the examples' form{shown}; "
-                 f"{pct(written['near_duplicates'])} nearly duplicate another query of their document")
+                 f"{pct(written['near_duplicates'])} nearly duplicate another query of their document"
+                 + (f"; {pct(written['restated'])} restated from a question the writer wrote"
+                    if written.get("restated") is not None else ""))
     if "grades" in q:
         g = q["grades"]
         lines.append(f"grades     {g['candidates']} graded ({g['with_probabilities']} with label probabilities), "
