@@ -67,3 +67,21 @@ def test_the_command_rejects_an_unknown_judge_mode(graded, tmp_path, capsys):
     art, index = graded
     code = main(["agreement", str(art), "--dataset", f"beir:{tmp_path}:test", "--judge", "graded,psychic"])
     assert code == 2 and "unknown judge mode 'psychic'" in capsys.readouterr().err
+
+
+def test_queries_an_earlier_measurement_used_can_be_kept_out(graded, tmp_path):
+    import json
+
+    art, index = graded
+    write_heldout_beir(tmp_path / "eval")
+    shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
+    spec = f"beir:{tmp_path / 'eval'}:test"
+    first = measure_agreement([art], spec, n_queries=2, top_k=3, random_negatives=0, seed=3, out=tmp_path / "a",
+                              generator=scripted_lm(SyntraBrain()), index_dir=index)
+    used = sorted({c["query_id"] for c in json.loads((tmp_path / "a" / "candidates.json").read_text())})
+    (tmp_path / "used.txt").write_text("\n".join(used) + "\n")
+    measure_agreement([art], spec, n_queries=10, top_k=3, random_negatives=0, seed=3, out=tmp_path / "b",
+                      generator=scripted_lm(SyntraBrain()), index_dir=index, exclude_queries=tmp_path / "used.txt")
+    again = {c["query_id"] for c in json.loads((tmp_path / "b" / "candidates.json").read_text())}
+    assert first["queries"] == 2 and again and not again & set(used)
+    assert len(again) == len(HELDOUT_QUERIES) - 2

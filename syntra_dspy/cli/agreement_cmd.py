@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="judge the same candidates with a second artifact too")
     p.add_argument("--compare-judge", default=None, metavar="graded|written[,…]",
                    help="judge mode(s) for --compare (default: the same as --judge)")
+    p.add_argument("--exclude-queries", type=Path, default=None, metavar="FILE",
+                   help="queries never to sample besides the task's: a file of query ids (one per line) or a task "
+                        "YAML, e.g. the queries an earlier measurement used")
     p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
     p.add_argument("--api-key-env", default=None, metavar="VAR")
     p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     artifacts = [args.artifact, *([args.compare] if args.compare else [])]
     report = measure_agreement(artifacts, args.dataset, judges=modes, n_queries=args.queries, top_k=args.top_k,
                                random_negatives=args.random, seed=args.seed, out=args.out, generator=args.generator,
-                               compare_judges=compare_modes,
+                               compare_judges=compare_modes, exclude_queries=args.exclude_queries,
                                index_dir=args.index_dir, api_key_env=args.api_key_env)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))

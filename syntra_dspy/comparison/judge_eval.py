@@ -267,10 +267,12 @@ def excluded_queries(program: Any) -> list[str]:
 def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: Sequence[str] = ("graded",),
                       compare_judges: Sequence[str] | None = None, n_queries: int = 50, top_k: int = 10, random_negatives: int = 1, seed: int = 0,
                       out: str | Path, generator: str | None = None, index_dir: str | Path | None = None,
-                      api_key_env: str | None = None) -> dict[str, Any]:
+                      api_key_env: str | None = None, exclude_queries: str | Path | None = None) -> dict[str, Any]:
     """Judge the same candidates with every (artifact, judge mode) pair and write the report to ``out``.
 
-    ``judges`` are the first artifact's modes; ``compare_judges`` the other artifacts' (default: the same)."""
+    ``judges`` are the first artifact's modes; ``compare_judges`` the other artifacts' (default: the same).
+    ``exclude_queries``: more queries never to sample (a file of query ids, or a task YAML), e.g. those an earlier
+    measurement used, so a second measurement is on claims nothing was chosen on."""
     import logging
 
     import dspy
@@ -287,6 +289,10 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     loaded = [load_inputs(path, corpus=ds.corpus, index_dir=index_dir) for path in artifacts]
     first = loaded[0]
     exclude = [q for inputs in loaded for q in excluded_queries(inputs.artifact.program)]
+    if exclude_queries is not None:
+        from syntra_dspy.evaluation.exclude import load_exclusions
+
+        exclude += [ds.queries[q] for q in sorted(load_exclusions(exclude_queries, ds.queries)) if q in ds.queries]
     candidates = build_candidates(ds.queries, ds.qrels, corpus=first.corpus, encoder=first.encoder, index=first.index,
                                   n_queries=n_queries, top_k=top_k, random_negatives=random_negatives, seed=seed,
                                   exclude=exclude)
