@@ -7,11 +7,13 @@ every system) on:
 * ``source-only``: the same queries with no judge: the source document as the only positive and the other retrieved
   candidates, in rank order, as negatives (what the judge is there to improve on);
 * ``human``: as many SciFact train claims, with their qrels positives (judgments people made) and the base
-  encoder's top-ranked non-positive documents as hard negatives (the same depth the run retrieved);
+  encoder's top-ranked non-positive documents as hard negatives (the same depth the run retrieved), drawn from a
+  fixed reserved pool of claims;
 * optionally more models (``--extra NAME=DIR``, e.g. an earlier run's model),
 
 then evaluates BM25, the base encoder and every trained model on the same evaluation claims: SciFact train claims
-minus the task's few-shot and calibration claims (they shaped the artifact) minus the human training claims.
+minus the task's few-shot and calibration claims (they shaped the artifact) minus the reserved human pool (and
+the development split).
 nDCG@10 per system with a bootstrap CI, and paired comparisons (t-test and bootstrap CI over claims) of each
 trained model against the base and of ``judged`` against ``source-only`` and ``human``.
 
@@ -176,7 +178,11 @@ def main() -> None:
     ap.add_argument("--artifact", required=True, help="the artifact that produced it (its claims are excluded)")
     ap.add_argument("--dataset", default="beir:../shared/data/scifact:train")
     ap.add_argument("--records", type=int, default=None, help="use the first N exported records (default: all)")
-    ap.add_argument("--human", type=int, default=None, help="human training claims (default: as many as records)")
+    ap.add_argument("--human-pool", type=int, default=300,
+                    help="claims reserved for human training pairs, never evaluated on (fixed, so the evaluation "
+                         "claims stay the same however many records a run has)")
+    ap.add_argument("--human", type=int, default=None,
+                    help="human training pairs used, the first of the pool (default: as many as records)")
     ap.add_argument("--dev", type=int, default=0, help="claims held out as a development split")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig setting")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=MODEL_DIR")
@@ -209,8 +215,11 @@ def main() -> None:
     pool = sorted(q for q in dataset.judged_queries if q not in excluded)
     random.Random(args.seed).shuffle(pool)
     n_human = args.human if args.human is not None else n_records
-    human_ids, dev_ids = pool[:n_human], pool[n_human:n_human + args.dev]
-    eval_ids = sorted(pool[n_human + args.dev:])
+    if n_human > args.human_pool:
+        raise SystemExit(f"--human {n_human} is more than the reserved pool (--human-pool {args.human_pool})")
+    reserved, dev_ids = pool[:args.human_pool], pool[args.human_pool:args.human_pool + args.dev]
+    human_ids = reserved[:n_human]
+    eval_ids = sorted(pool[args.human_pool + args.dev:])
 
     instruction = judged[0]["instruction"] if judged else retrieval_instruction({})
     top_k = max((len(r["neg"]) + len(r["pos"]) for r in judged), default=8)
@@ -248,8 +257,9 @@ def main() -> None:
              f"Run store `{args.store}` (artifact {artifact.version}): {n_records} records. Training setting for "
              f"every system: {json.dumps(config.to_dict(), sort_keys=True)}.",
              f"Excluded from every split: {excluded_counts['few_shot']} few-shot and {excluded_counts['calibration']} "
-             f"calibration claims of the artifact; {len(human_ids)} claims are the human training pairs "
-             f"(SciFact qrels: judgments people made), seed {args.seed}.", ""]
+             f"calibration claims of the artifact, and {args.human_pool} claims reserved for human training pairs "
+             f"(SciFact qrels: judgments people made), of which the first {len(human_ids)} train the human LoRA; "
+             f"seed {args.seed}.", ""]
     payload: dict[str, Any] = {"store": str(args.store), "artifact": artifact.version, "records": n_records,
                                "export": summary.to_dict(), "config": config.to_dict(), "seed": args.seed,
                                "excluded": excluded_counts, "human_claims": human_ids, "dev_claims": dev_ids,

@@ -164,11 +164,10 @@ class DocumentPipeline:
                                 blueprint=blueprint.model_dump(mode="json"), restated_from=result.restated.get(pos),
                                 candidates=[Candidate(rank, cid, float(score)) for rank, (cid, score) in enumerate(found)])
                 q.source_rank = next((c.rank for c in q.candidates if c.doc_id == doc_id), None)
-                if self.lexical is not None:
+                if self.lexical is not None:  # stored for every run: a later recalibration may want them
                     q.bm25_source_rank = self.lexical.rank(query, doc_id)
-                    if self.judge.needs_lexical:
-                        for cand, bm25 in zip(q.candidates, self.lexical.scores(query, [c.doc_id for c in q.candidates])):
-                            cand.lexical = bm25
+                    for cand, bm25 in zip(q.candidates, self.lexical.scores(query, [c.doc_id for c in q.candidates])):
+                        cand.lexical = bm25
                 result.queries.append(q)
                 for cand in q.candidates:
                     result.texts.setdefault(cand.doc_id, self.corpus[cand.doc_id].content)
