@@ -75,8 +75,8 @@ class SyntraBrain:
             if self.copies and STYLE_MARK in system and PARAPHRASE_MARK not in system:
                 return "write", self.write_copies(inputs)
             return "write", self.write(system, inputs)
-        if "restated" in outputs:
-            return "restate", self.restate(inputs)
+        if "rewritten" in outputs:
+            return "rewrite", self.rewrite(inputs)
         if "blueprints" in outputs:
             return "plan", self.plan(inputs)
         if "identifiers" in outputs:
@@ -189,10 +189,16 @@ class SyntraBrain:
         return {"queries": queries}
 
     @staticmethod
-    def restate(inputs: dict[str, str]) -> dict[str, Any]:
-        """``What is known about X (o)?`` becomes the claim ``X has o effects.``; anything else comes back as it was."""
-        found = re.fullmatch(r"What is known about (.+) \((.*)\)\?", inputs.get("query", "").strip())
-        return {"restated": f"{found.group(1)} has {found.group(2)} effects." if found else inputs.get("query", "")}
+    def rewrite(inputs: dict[str, str]) -> dict[str, Any]:
+        """``What is known about X (o)?`` becomes the claim ``X has o effects.``; a copied passage keeps its first
+        three words and ends ``... in other words.``; anything else comes back as it was."""
+        query = inputs.get("query", "").strip()
+        found = re.fullmatch(r"What is known about (.+) \((.*)\)\?", query)
+        if found:
+            return {"rewritten": f"{found.group(1)} has {found.group(2)} effects."}
+        if "word for word" in inputs.get("problem", ""):
+            return {"rewritten": " ".join(query.split()[:3]) + " in other words."}
+        return {"rewritten": query}
 
     @staticmethod
     def write_copies(inputs: dict[str, str]) -> dict[str, Any]:

@@ -173,12 +173,30 @@ class QueriesRejected(OutputRejected):
     length differs from the examples'."""
 
     def __init__(self, message: str, *, kept: dict[int, str], checked: int, off_form: int,
-                 questions: dict[int, str] | None = None) -> None:
+                 repairs: dict[int, tuple[str, str]] | None = None) -> None:
         super().__init__(message)
         self.kept, self.checked, self.off_form = kept, checked, off_form
-        # blueprint number -> a query rejected only for being a question where the task's queries are not:
-        # restating it in the examples' form (one short call) keeps it (see SynthesisProgram.write_queries)
-        self.questions = questions or {}
+        # blueprint number -> (query, what to fix) for a query rejected only for a problem one short rewrite call
+        # can fix (a question where the task's queries are not; a passage copied from the document): rewriting it
+        # keeps the blueprint (see SynthesisProgram.write_queries)
+        self.repairs = repairs or {}
+
+
+#: What a rewrite is told to fix, by the kind of rejection it can repair.
+REPAIRS = {
+    "question": "It is a question, but this task's queries never are: restate it in the requested form.",
+    "copy": "It repeats a passage of the document word for word: say the same in your own words, as a searcher who "
+            "has not read the document would.",
+}
+
+
+def repair_kind(query: str, problem: str, form: QueryForm | None) -> str | None:
+    """Which rewrite can fix a rejected query (a key of :data:`REPAIRS`), or None."""
+    if problem.startswith("copies a sentence of the document"):
+        return "copy"
+    if form is not None and form.restates_questions and shape(query) == "question" and problem.startswith("is a question"):
+        return "question"
+    return None
 
 
 @dataclass
@@ -188,7 +206,7 @@ class WriteTally:
     queries: int = 0  # query texts checked, retries included
     off_form: int = 0  # of them, of another form or length than the examples
     notes: list[str] = field(default_factory=list)  # every rejection, in order
-    restated: dict[int, str] = field(default_factory=dict)  # blueprint number -> the question a kept query restates
+    restated: dict[int, str] = field(default_factory=dict)  # blueprint number -> the query a kept rewrite replaced
 
     def add(self, checked: int, off_form: int = 0, note: str | None = None) -> None:
         self.queries += checked
@@ -253,7 +271,7 @@ def check_queries(
         raise QueriesRejected(f"write exactly {len(numbers)} queries, one per blueprint; got {len(written)}",
                               kept={}, checked=0, off_form=0)
     kept: dict[int, str] = {}
-    questions: dict[int, str] = {}
+    repairs: dict[int, tuple[str, str]] = {}
     problems: list[str] = []
     earlier = [" ".join(q.split()) for q in avoid]
     off_form = 0
@@ -270,12 +288,13 @@ def check_queries(
                 break
             off_form += problem[1]
             first_problem = first_problem or problem[0]
-            if form is not None and form.restates_questions and shape(item.query) == "question" and problem[1]:
-                questions.setdefault(slot, " ".join(item.query.split()))
+            kind = repair_kind(item.query, problem[0], form)
+            if kind is not None:
+                repairs.setdefault(slot, (" ".join(item.query.split()), REPAIRS[kind]))
         if slot not in kept:
             problems.append(f"query for blueprint {slot} {first_problem}")
         else:
-            questions.pop(slot, None)
+            repairs.pop(slot, None)
     slots = list(offers)
     missing = [str(n) for n in numbers if n not in slots]
     if missing:
@@ -283,7 +302,7 @@ def check_queries(
                         f"blueprint {', '.join(missing)}")
     if problems:
         raise QueriesRejected("; ".join(problems), kept=kept, checked=len(written), off_form=off_form,
-                              questions=questions)
+                              repairs=repairs)
     return [kept[n] for n in numbers]
 
 

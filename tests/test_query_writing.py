@@ -48,8 +48,8 @@ class CannotRestate(Recording):
     """Writes questions, and restates a question as the same question (the restatement is rejected too)."""
 
     @staticmethod
-    def restate(inputs):
-        return {"restated": inputs.get("query", "")}
+    def rewrite(inputs):
+        return {"rewritten": inputs.get("query", "")}
 
 
 class HeedsNotes(CannotRestate):
@@ -117,10 +117,31 @@ def test_questions_for_claim_examples_are_restated_as_claims_in_one_short_call_e
     brain, tally = Recording(), WriteTally()
     assert write(brain, instruction="", tally=tally) == ["Notch has broad supporting effects.",
                                                          "Notch has specific refuting effects."]
-    assert len(brain.asked) == 1 and brain.calls["restate"] == 2  # no second write call
+    assert len(brain.asked) == 1 and brain.calls["rewrite"] == 2  # no second write call
     assert tally.restated == {0: "What is known about Notch (broad supporting)?",
                               1: "What is known about Notch (specific refuting)?"}
     assert (tally.queries, tally.off_form) == (2, 2)
+
+
+class CopiesOnce(Recording):
+    """Writes blueprint 1's query as a copied passage of the document (a claim by form, so only the copy is wrong)."""
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write":
+            for q in answer["queries"]:
+                if q["blueprint"] == 1:
+                    q["query"] = "Notch receptors expressed on hematopoietic stem cells interact with their ligands on " \
+                                 "bone marrow stromal cells."
+        return name, answer
+
+
+def test_a_query_that_copies_the_document_is_rewritten_in_other_words_by_one_short_call():
+    brain, tally = CopiesOnce(), WriteTally()
+    queries = write(brain, tally=tally)
+    assert queries == ["Notch has broad supporting effects", "Notch receptors expressed in other words."]
+    assert len(brain.asked) == 1 and brain.calls["rewrite"] == 1
+    assert tally.restated[1].startswith("Notch receptors expressed on hematopoietic stem cells")
 
 
 def test_a_writer_of_questions_whose_restatements_fail_is_rejected_with_the_repair_note():
@@ -191,7 +212,7 @@ def test_export_stats_measure_form_and_near_duplicates_from_the_stored_texts(par
 
     checked = compute_stats(partial_run)["quality"]["queries"]
     assert checked == {"queries": 4, "form": {"kind": "claim", "min_length": 4, "max_length": 20, "unit": "words"},
-                       "in_form": 1.0, "near_duplicate_threshold": 0.7, "near_duplicates": 0.0}
+                       "in_form": 1.0, "near_duplicate_threshold": 0.7, "near_duplicates": 0.0, "restated": 0.0}
     older = tmp_path / "older.db"
     shutil.copy(partial_run, older)
     with sqlite3.connect(older) as conn:
@@ -251,4 +272,4 @@ def test_production_stores_a_restated_query_with_the_question_it_came_from(tmp_p
     from syntra_dspy.cli import main
 
     assert main(["export", str(store), "--stats"]) == 0
-    assert "100% restated from a question the writer wrote" in capsys.readouterr().out
+    assert "100% rewritten from a rejected query" in capsys.readouterr().out

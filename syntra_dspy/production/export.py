@@ -392,7 +392,7 @@ def format_stats(stats: dict[str, Any]) -> str:
     shown = f" ({shape['kind']}, {shape['min_length']}-{shape['max_length']} {shape['unit']})" if shape else ""
     lines.append(f"form       {pct(written['in_form'])} of queries have the examples' form{shown}; "
                  f"{pct(written['near_duplicates'])} nearly duplicate another query of their document"
-                 + (f"; {pct(written['restated'])} restated from a question the writer wrote"
+                 + (f"; {pct(written['restated'])} rewritten from a rejected query (a question, a copied passage)"
                     if written.get("restated") is not None else ""))
     if "grades" in q:
         g = q["grades"]

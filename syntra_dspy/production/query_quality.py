@@ -27,8 +27,8 @@ def _artifact_json(meta: dict[str, Any], name: str) -> dict[str, Any]:
 def query_quality(run: RunStore) -> dict[str, Any]:
     """Share of queries with the examples' form (None when the artifact's examples cannot be read), share of
     queries that nearly duplicate an earlier query of their document (token-set Jaccard above the artifact's
-    ``near_duplicate`` setting, or the default for artifacts compiled before it), and share restated from a
-    question the writer wrote (None for a store from before restating)."""
+    ``near_duplicate`` setting, or the default for artifacts compiled before it), and share rewritten from a
+    rejected query (a question, a copied passage; None for a store from before rewriting)."""
     meta = run.meta()
     examples = _artifact_json(meta, "program.json").get("components", {}).get("examples", [])
     form = QueryForm.from_examples([e["query"] for e in examples])

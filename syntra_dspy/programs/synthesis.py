@@ -31,7 +31,7 @@ from syntra_dspy.signatures import (
     GradeCandidateRelevance,
     JudgeCandidateRelevance,
     PlanQueryBlueprints,
-    RestateQueryInForm,
+    RewriteRejectedQuery,
     WriteQueriesFromBlueprints,
 )
 from syntra_dspy.query_form import QueryForm
@@ -302,13 +302,13 @@ class SynthesisProgram(dspy.Module):
                 if tally is not None:
                     tally.add(exc.checked, exc.off_form, str(exc))
                 kept.update(exc.kept)
-                for slot, question in exc.questions.items():
-                    restated = self._restate(question, rule, lang=lang, document=doc, form=form,
-                                             earlier=[*avoid, *kept.values()])
-                    if restated is not None:
-                        kept[slot] = restated
+                for slot, (query, fix) in exc.repairs.items():
+                    rewritten = self._rewrite(query, fix, rule, lang=lang, document=doc, form=form,
+                                              earlier=[*avoid, *kept.values()])
+                    if rewritten is not None:
+                        kept[slot] = rewritten
                         if tally is not None:
-                            tally.restated[slot] = question
+                            tally.restated[slot] = query
                 if all(n in kept for n in numbers):
                     return [kept[n] for n in range(len(blueprints))]
                 if not kept:
@@ -328,23 +328,25 @@ class SynthesisProgram(dspy.Module):
                 raise
             raise QueriesIncomplete(exc.message, kept=dict(kept), stage="write", last_answer=exc.last_answer) from None
 
-    def _restate(self, question: str, rule: str, *, lang: str, document: str, form: QueryForm,
+    def _rewrite(self, query: str, fix: str, rule: str, *, lang: str, document: str, form: QueryForm | None,
                  earlier: Sequence[str]) -> str | None:
-        """A query the writer wrote as a question, restated in the examples' form by one short call, or None when
-        the restatement breaks a rule too. A small writer often keeps writing questions however often it is told
-        not to, yet restates one readily; a whole new write call costs ten times as much."""
+        """A rejected query rewritten by one short call to fix what was wrong (a question where the task's queries
+        are claims; a passage copied from the document), or None when the rewrite breaks a rule too. A small writer
+        often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
+        call costs ten times as much."""
         examples = "\n".join(f"- {ex.query}" for ex in self.state.examples)
         try:
-            pred = dspy.Predict(RestateQueryInForm)(query=question, form=f"{rule}\nExample queries:\n{examples}",
-                                                     config={"max_tokens": 120})
+            pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix,
+                                                       form=f"{rule}\nExample queries:\n{examples}",
+                                                       config={"max_tokens": 120})
         except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
-            logger.debug("restating %r failed: %s", question, exc)
+            logger.debug("rewriting %r failed: %s", query, exc)
             return None
-        text = " ".join(str(pred.restated or "").split()).strip().strip('"').strip()
+        text = " ".join(str(pred.rewritten or "").split()).strip().strip('"').strip()
         problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
                                 near_duplicate=self.near_duplicate)
         if problem is not None:
-            logger.debug("restated query %r rejected: %s", text, problem[0])
+            logger.debug("rewritten query %r rejected: %s", text, problem[0])
             return None
         return text
 

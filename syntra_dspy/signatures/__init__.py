@@ -14,7 +14,7 @@ from syntra_dspy.signatures.identifiers import (
     JudgeIdentifiersAndAttributes,
     RefineExtractionGuidance,
 )
-from syntra_dspy.signatures.queries import PlanQueryBlueprints, RestateQueryInForm, WriteQueriesFromBlueprints
+from syntra_dspy.signatures.queries import PlanQueryBlueprints, RewriteRejectedQuery, WriteQueriesFromBlueprints
 from syntra_dspy.signatures.query_instruction import (
     DraftQueryInstruction,
     DraftQueryStyleGuide,
@@ -58,7 +58,7 @@ __all__ = [
     "RefineExtractionGuidance",
     "RefineQueryInstruction",
     "RefineTaskDefinition",
-    "RestateQueryInForm",
+    "RewriteRejectedQuery",
     "WriteQueriesFromBlueprints",
     "WrittenQuery",
     "label_class",

@@ -39,14 +39,17 @@ class WriteQueriesFromBlueprints(dspy.Signature):
     queries: list[WrittenQuery] = dspy.OutputField()
 
 
-class RestateQueryInForm(dspy.Signature):
-    """You restate a search query in the form a retrieval task's queries take, keeping what it asks about.
+class RewriteRejectedQuery(dspy.Signature):
+    """You rewrite one search query of a retrieval task that broke a rule, keeping what it asks about.
 
-    The query was written as a question, but this task's queries are never questions. Say the same thing in the
-    requested form: for a claim, state as a fact the finding the question asks about (a yes-or-no question becomes
-    the statement it asks to confirm; a question about what or how becomes a statement of the relation it asks
-    about). Keep the subject, the terms and the level of detail; add no finding the question does not contain."""
+    Fix exactly the problem named, and answer with the query in the requested form. A query written as a question,
+    where this task's queries never are, is restated: for a claim, state as a fact the finding the question asks
+    about (a yes-or-no question becomes the statement it asks to confirm; a question about what or how becomes a
+    statement of the relation it asks about). A query that repeats a passage of the document word for word is said
+    in other words, as a searcher who has not read the document would put it: keep its subject and key terms, drop
+    the document's phrasing and details a searcher could not know. Add no finding the query does not contain."""
 
     query: str = dspy.InputField(desc="the query as written")
-    form: str = dspy.InputField(desc="the form to restate it in, and example queries of the task")
-    restated: str = dspy.OutputField(desc="the same query in the requested form, one line")
+    problem: str = dspy.InputField(desc="what is wrong with it")
+    form: str = dspy.InputField(desc="the form every query must have, and example queries of the task")
+    rewritten: str = dspy.OutputField(desc="the rewritten query, one line")
