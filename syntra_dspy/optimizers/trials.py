@@ -91,7 +91,9 @@ def run_queries(program: SynthesisProgram, features: Sequence[FeatureTrial], per
         if trial.error or not trial.blueprints:
             continue
         try:
-            trial.queries = program.write_queries(trial.doc.content, trial.blueprints, tally=trial.tally)
+            # no rewriting of rejected queries here: the loop judges the instruction by the writer's own queries
+            trial.queries = program.write_queries(trial.doc.content, trial.blueprints, tally=trial.tally,
+                                                  rewrite=False)
         except QueriesIncomplete as exc:
             trial.queries, trial.error = [exc.kept[n] for n in sorted(exc.kept)], str(exc)
         except LMOutputError as exc:

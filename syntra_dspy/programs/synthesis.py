@@ -269,13 +269,16 @@ class SynthesisProgram(dspy.Module):
 
     def write_queries(
         self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = (),
-        tally: WriteTally | None = None,
+        tally: WriteTally | None = None, rewrite: bool = True,
     ) -> list[str]:
         """One query per blueprint, in the blueprints' order, each in the examples' form and unlike the others.
 
         A rejected answer keeps its valid queries: the retry shows only the blueprints still missing. When some
         stay missing after every try, ``QueriesIncomplete`` carries the valid ones. ``tally`` (optional) counts
-        every query text checked and those of another form or length than the examples."""
+        every query text checked and those of another form or length than the examples. ``rewrite``: a query rejected
+        for a problem one short call can fix (a question where the examples are claims, a copied passage) is
+        rewritten and kept (production); compile trials turn it off, so an instruction is judged on what the writer
+        itself wrote."""
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.state.task_definition.query_language if self.state.task_definition else "en"
         form = self.query_form()
@@ -302,7 +305,7 @@ class SynthesisProgram(dspy.Module):
                 if tally is not None:
                     tally.add(exc.checked, exc.off_form, str(exc))
                 kept.update(exc.kept)
-                for slot, (query, fix) in exc.repairs.items():
+                for slot, (query, fix) in (exc.repairs.items() if rewrite else ()):
                     rewritten = self._rewrite(query, fix, rule, lang=lang, document=doc, form=form,
                                               earlier=[*avoid, *kept.values()])
                     if rewritten is not None:
