@@ -51,9 +51,8 @@ def test_dspy_routes_reach_the_server_and_usage_is_metered(model, token_param, m
     assert srv.requests == 2
     body = srv.bodies[0]
     assert body["model"] == "qwen" and body[token_param] == 2048 and body["temperature"] == 0.0
-    # the JSON step carries its schema in the route's form (vLLM's own field, else OpenAI's response_format)
-    sent = srv.bodies[1].get("structured_outputs", {}).get("json") if model.startswith("hosted_vllm/") \
-        else srv.bodies[1]["response_format"]["json_schema"]["schema"]
+    # the JSON step carries its schema as OpenAI's response_format on both routes (every vLLM since 2024 takes it)
+    sent = srv.bodies[1]["response_format"]["json_schema"]["schema"]
     assert set(sent["properties"]) == {"answer"}
     stats = meter.snapshot()["served"]
     expected_prompt = sum(approx_tokens("".join(m["content"] for m in b["messages"])) for b in srv.bodies)
@@ -111,3 +110,4 @@ def test_response_format_shapes_are_normalised():
     )
     assert _response_format({"response_format": {"type": "json_object"}}) == {"type": "json_object"}
     assert _response_format({}) is None
+
