@@ -51,9 +51,8 @@ def test_dspy_routes_reach_the_server_and_usage_is_metered(model, token_param, m
     assert srv.requests == 2
     body = srv.bodies[0]
     assert body["model"] == "qwen" and body[token_param] == 2048 and body["temperature"] == 0.0
-    # the JSON step carries its schema in the route's form (vLLM's own field, else OpenAI's response_format)
-    sent = srv.bodies[1].get("structured_outputs", {}).get("json") if model.startswith("hosted_vllm/") \
-        else srv.bodies[1]["response_format"]["json_schema"]["schema"]
+    # the JSON step carries its schema as OpenAI's response_format on both routes (every vLLM since 2024 takes it)
+    sent = srv.bodies[1]["response_format"]["json_schema"]["schema"]
     assert set(sent["properties"]) == {"answer"}
     stats = meter.snapshot()["served"]
     expected_prompt = sum(approx_tokens("".join(m["content"] for m in b["messages"])) for b in srv.bodies)
@@ -111,3 +110,19 @@ def test_response_format_shapes_are_normalised():
     )
     assert _response_format({"response_format": {"type": "json_object"}}) == {"type": "json_object"}
     assert _response_format({}) is None
+
+
+def test_a_served_lm_reads_dspy_model_catalog_once_per_model_and_address(monkeypatch):
+    """DSPy scans its whole model catalog for a model it does not know on every structured call; the served LM keeps
+    the answer, and a copy at another address asks again."""
+    import dspy.clients.capabilities as capabilities
+
+    asked = []
+    real = capabilities.capabilities
+    monkeypatch.setattr(capabilities, "capabilities", lambda lm: asked.append(lm.kwargs.get("api_base")) or real(lm))
+    lm = build_lm(LMSpec(model="hosted_vllm/qwen", api_base="http://127.0.0.1:9/v1"), role="generator")
+    assert "response_format" in lm.supported_params and "response_format" in lm.supported_params
+    assert asked == ["http://127.0.0.1:9/v1"]
+    moved = lm.copy(api_base="http://127.0.0.1:10/v1")
+    assert moved.supported_params == lm.supported_params and lm.copy(temperature=0.5).supported_params
+    assert asked == ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]

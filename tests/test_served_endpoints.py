@@ -85,10 +85,10 @@ def test_cli_repeated_generator_flags_spread_the_role(mini, tmp_path, capsys):
     assert sum(r["calls"] for r in out["backend"]["endpoints"]) == requests
     with RunStore.open(tmp_path / "run.db", readonly=True) as run:
         generator = run.meta()["generator"]
-    assert generator["api_base"] == urls and generator["schema_form"]["form"] == "structured_outputs"
+    assert generator["api_base"] == urls and generator["schema_form"]["form"] == "json_schema"
     assert main(["export", str(tmp_path / "run.db"), "--stats"]) == 0
     stats = capsys.readouterr().out
-    assert "schema     session 1 generator: structured_outputs (default)" in stats
+    assert "schema     session 1 generator: json_schema (default)" in stats
     assert all(f"generator {url}: " in stats for url in urls) and "healthy" in stats
 
 
@@ -150,7 +150,8 @@ def test_endpoints_that_refuse_the_schema_form_fall_back_once_and_stay_healthy()
         "type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}
     with OpenAICompatibleServer(lambda call: '{"answer": "yes"}', refuse=("structured_outputs",)) as a, \
             OpenAICompatibleServer(lambda call: '{"answer": "yes"}', refuse=("structured_outputs",)) as b:
-        lm = build_lm(LMSpec(model="hosted_vllm/fake", api_base=[a.base_url, b.base_url]), role="generator")
+        lm = build_lm(LMSpec(model="hosted_vllm/fake", api_base=[a.base_url, b.base_url],
+                             schema_form="structured_outputs"), role="generator")
         assert lm("one", response_format=asked) == ['{"answer": "yes"}']
         assert lm("two", response_format=asked) == ['{"answer": "yes"}']
         refused, answered = a.refused + b.refused, a.requests + b.requests

@@ -44,8 +44,9 @@ def _produce(mini, minilm, store, generator, **kw):
 
 
 @pytest.mark.parametrize("model,form,where", [
-    ("hosted_vllm/fake", None, "structured_outputs"),  # vLLM's route: its own guided-decoding field by default
-    ("openai/fake", None, "json_schema"),              # any other server: OpenAI's response_format
+    ("hosted_vllm/fake", None, "json_schema"),   # vLLM too: response_format is the form every vLLM since 2024 takes
+    ("openai/fake", None, "json_schema"),        # any other server: OpenAI's response_format
+    ("hosted_vllm/fake", "structured_outputs", "structured_outputs"),  # vLLM >= 0.10.2's own field, when named
     ("hosted_vllm/fake", "guided_json", "guided_json"),
     ("openai/fake", "json_object", "json_object"),     # llama.cpp server
 ])
@@ -78,9 +79,10 @@ def test_every_structured_step_sends_its_schema_in_the_backend_form(mini, minilm
 
 
 def test_a_refused_form_falls_back_once_visibly_and_the_run_finishes(mini, minilm, tmp_path, caplog):
+    spec = LMSpec(model="hosted_vllm/fake", schema_form="structured_outputs")
     with OpenAICompatibleServer(SyntraBrain(), refuse=("structured_outputs",)) as server:
         with caplog.at_level(logging.WARNING):
-            summary = _produce(mini, minilm, tmp_path / "run.db", f"hosted_vllm/fake@{server.base_url}",
+            summary = _produce(mini, minilm, tmp_path / "run.db", spec.model_copy(update={"api_base": server.base_url}),
                                concurrency=1)
         bodies, refused = list(server.bodies), server.refused
     assert summary.documents == {"planned": 2, "pending": 0, "done": 2, "partial": 0, "failed": 0}

@@ -40,6 +40,9 @@ _POLL = 0.1  # how often a waiting caller checks for cancel()
 
 
 _CLIENT_GRACE = 2.0
+#: Settings that decide which client DSPy uses and what it can send (dspy.clients.backend_selection.CLIENT_KEYS).
+_CLIENT_KEYS = frozenset({"api_key", "api_base", "base_url", "headers", "extra_headers", "timeout", "api_version",
+                          "organization", "project", "extra_query", "custom_llm_provider"})
 
 
 @dataclass(frozen=True)
@@ -208,10 +211,23 @@ class GuardedLM(dspy.LM):
 
     @property
     def supported_params(self) -> set[str]:
-        params = set(super().supported_params)
+        params = set(self._catalog_params())
         if self.structured is not None and self.structured.sends_schema:
             params.add("response_format")
         return params
+
+    def _catalog_params(self) -> frozenset[str]:
+        """DSPy's parameter list for this model, read once per model and address. DSPy reads it from its model
+        catalog on every structured call, and for a model the catalog does not know (most served ones) that is
+        a scan of the whole catalog: about half a millisecond of CPU per call, under the GIL, at tens of calls
+        per second. Syntra never overrides client settings per call, so the LM's own settings are the key."""
+        key = (self.model, self.model_type, self._engine_spec if isinstance(self._engine_spec, str) else id(self.engine),
+               tuple(sorted((k, k == "api_key" or repr(v)) for k, v in self.kwargs.items() if k in _CLIENT_KEYS)))
+        cached = self.__dict__.get("_params_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, frozenset(super().supported_params))
+            self.__dict__["_params_cache"] = cached
+        return cached[1]
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         return self.guard.call(lambda: self._attempt(prompt, messages, kwargs), model=self.model)

@@ -8,15 +8,24 @@ on retries. Here every served role sends the schema in the form its server under
 form                      what the request carries
 ========================  ============================================================================
 ``json_schema``           ``response_format: {type: json_schema, json_schema: {name, schema, strict}}``
-                          (OpenAI and hosted APIs, SGLang, vLLM, recent llama.cpp servers)
-``structured_outputs``    ``structured_outputs: {json: schema}`` (vLLM >= 0.10.2 guided decoding)
+                          (OpenAI and hosted APIs, SGLang, every vLLM since 2024, recent llama.cpp servers)
+``structured_outputs``    ``structured_outputs: {json: schema}`` (vLLM >= 0.10.2 only)
 ``guided_json``           ``guided_json: schema`` (vLLM before 0.12, which removed it)
 ``json_object``           ``response_format: {type: json_object, schema}`` (llama.cpp server)
 ``none``                  no schema: the prompt asks for JSON and the answer is parsed and checked
 ========================  ============================================================================
 
+Why ``json_schema`` is the default on ``hosted_vllm/`` too: vLLM's request models accept fields they do not
+know and only log them (``OpenAIBaseModel``, ``extra="allow"``: "The following fields were present in the
+request but ignored"), so a vLLM-specific field the running version lacks is not refused, it is silently
+unconstrained: ``structured_outputs`` on vLLM < 0.10.2, ``guided_json`` on vLLM >= 0.12. OpenAI's
+``response_format`` is the one form every vLLM since 2024 (vllm-project/vllm#7654) maps onto its guided
+decoding (``guided_json`` then, ``structured_outputs.json`` now), and it is what vLLM's own structured-outputs
+guide uses for JSON. It also goes through DSPy's native client, not LiteLLM, which costs less CPU per call.
+
 A server that answers HTTP 400 naming the field it was sent has no such feature: the role falls back once, for
 the rest of the run, to ``none``, with a WARNING and a record of why (:meth:`StructuredOutput.describe`).
+A server that ignores the field cannot be detected this way: name the form in ``schema_form`` instead.
 """
 
 from __future__ import annotations
@@ -48,9 +57,11 @@ LITELLM_FORMS = frozenset({"structured_outputs", "guided_json", "json_object"})
 
 
 def default_form(model: str) -> SchemaForm:
-    """The form a model route gets unless its role names one: vLLM's own field on ``hosted_vllm/``, else
-    OpenAI's ``response_format``, which hosted APIs, SGLang and recent llama.cpp servers all take."""
-    return "structured_outputs" if model.startswith("hosted_vllm/") else "json_schema"
+    """The form a model route gets unless its role names one: OpenAI's ``response_format`` on every route, since
+    hosted APIs, SGLang, recent llama.cpp servers and every vLLM since 2024 honour it, while vLLM's own fields
+    are silently ignored by the versions that lack them (see the module docstring). The route stays the
+    argument so a server that ever needs another form gets it here."""
+    return "json_schema"
 
 
 def schema_of(response_format: Any) -> tuple[str, dict[str, Any]] | None:

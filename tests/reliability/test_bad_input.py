@@ -97,7 +97,7 @@ def test_retry_temperature_nan_is_refused(mini, minilm, tmp_path, capsys):
 PASSWORD, QUERY_KEY = "PW-s3cret-77", "QK-s3cret-88"
 
 
-@pytest.mark.parametrize("form", ["json_schema", None])  # DSPy's native route, and LiteLLM's (vLLM's schema field)
+@pytest.mark.parametrize("form", ["json_schema", "structured_outputs"])  # DSPy's native route, and LiteLLM's
 def test_credentials_in_a_server_address_never_reach_logs_the_store_or_failures(mini, minilm, tmp_path, caplog,
                                                                                capsys, form):
     art, index = mini
