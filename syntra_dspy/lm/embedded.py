@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syntra_dspy.cache import model_cache_dir
 from syntra_dspy.errors import ConfigError, DependencyError
 
 logger = logging.getLogger(__name__)
@@ -79,13 +80,6 @@ def get_embedded_model(name: str | None = None) -> EmbeddedModel:
             hint=f"use one of: {', '.join(sorted(EMBEDDED_MODELS))}",
         )
     return EMBEDDED_MODELS[key]
-
-
-def model_cache_dir() -> Path:
-    """``$SYNTRA_CACHE_DIR/models`` when the variable is set, else ``~/.cache/syntra-dspy/models``."""
-    root = os.environ.get("SYNTRA_CACHE_DIR")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "syntra-dspy"
-    return base / "models"
 
 
 def _part_paths(model: EmbeddedModel) -> list[Path]:
