@@ -17,7 +17,8 @@ import dspy
 from syntra_dspy import __version__
 from syntra_dspy.artifacts import Artifact, canonical_json, check_artifact_root, load_artifact, save_artifact
 from syntra_dspy.corpus import Corpus, read_corpus
-from syntra_dspy.encoder import DEFAULT_ENCODER, load_encoder
+from syntra_dspy.encoder import load_encoder
+from syntra_dspy.encoder_languages import check_encoder_languages, guess_task_languages
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.index import CorpusIndex
 from syntra_dspy.lm.roles import LMRoles
@@ -27,7 +28,7 @@ from syntra_dspy.programs.components import ComponentState, FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.retrieval import IndexCandidates, default_index_dir
 from syntra_dspy.selection import select_diverse
-from syntra_dspy.task import TaskSpec, load_task
+from syntra_dspy.task import EncoderSpec, TaskDefinition, TaskSpec, load_task
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,29 @@ def resolve_examples(spec: TaskSpec, corpus: Corpus, *, source: str = "task") ->
 
 def fingerprint_examples(pairs: tuple[FewShotPair, ...]) -> str:
     return hashlib.sha256(canonical_json([p.model_dump() for p in pairs])).hexdigest()
+
+
+def check_task_encoder(spec: TaskSpec, encoder: EncoderSpec, pairs: tuple[FewShotPair, ...], *,
+                       source: str) -> None:
+    """Refuse, before any model is loaded, an encoder that cannot read both languages of a cross-language task.
+
+    A task without a definition has its languages guessed from the examples' scripts (English queries over
+    Chinese positives); the inferred definition is checked again once the compile has it."""
+    definition = spec.task_definition
+    if definition is None:
+        guessed = guess_task_languages([p.query for p in pairs], [p.positive_text for p in pairs])
+        if guessed is None:
+            return
+        definition = TaskDefinition(query_type="-", doc_type="-", relevance_definition="-",
+                                    query_language=guessed[0], document_language=guessed[1])
+    check_encoder_languages(definition, encoder, source=source)
+
+
+def encoder_record(encoder: EncoderSpec, encoder_id: str) -> dict[str, Any]:
+    """The manifest's ``encoder``: the setting that loads the encoder again, a folder made absolute, and its id."""
+    model = Path(encoder.model).expanduser()
+    absolute = str(model.resolve()) if model.exists() else encoder.model
+    return {**encoder.model_dump(mode="json", exclude_none=True), "model": absolute, "id": encoder_id}
 
 
 def sample_documents(corpus: Corpus, index: CorpusIndex, pairs: tuple[FewShotPair, ...],
@@ -75,13 +99,14 @@ def compile_task(
     lms: LMRoles | None = None,
     lm_overrides: dict[str, str] | None = None,
     lm_timeout: float | None = None,
-    encoder: str | None = None,
+    encoder: str | EncoderSpec | None = None,
     index_dir: str | Path | None = None,
     optimizer_kwargs: dict[str, Any] | None = None,
 ) -> Artifact:
     """Compile a task into a frozen, versioned synthesis program and return the loaded artifact.
 
-    ``lm_timeout`` (total seconds per request) overrides the task file's timeout for every served role."""
+    ``lm_timeout`` (total seconds per request) overrides the task file's timeout for every served role. ``encoder``
+    replaces the task file's ``encoder`` setting; a cross-language task refuses one that cannot read both languages."""
     started = time.perf_counter()
     source = str(task) if not isinstance(task, TaskSpec) else "<task>"
     spec = task if isinstance(task, TaskSpec) else load_task(task)
@@ -91,7 +116,9 @@ def compile_task(
     check_artifact_root(out, spec.name)  # a bad --out or task name fails now, not after all the LM work
     corpus = read_corpus(spec.corpus.path, spec.corpus.format)
     pairs = resolve_examples(spec, corpus, source=source)
-    enc = load_encoder(encoder or DEFAULT_ENCODER)
+    enc_spec = spec.encoder_spec(encoder)
+    check_task_encoder(spec, enc_spec, pairs, source=source)
+    enc = load_encoder(enc_spec)
     index = CorpusIndex.load_or_build(corpus, enc, index_dir or default_index_dir(corpus, enc))
     sample_ids, n_selected = sample_documents(corpus, index, pairs, settings)
     logger.info("compile %s: %d docs, %d selected, %d sampled for trials", spec.name, len(corpus), n_selected,
@@ -108,6 +135,7 @@ def compile_task(
     program = optimizer.compile(student, trainset=pairs, documents=[corpus[i] for i in sample_ids],
                                 candidates=IndexCandidates(corpus, enc, index))
     report = optimizer.report
+    check_encoder_languages(program.state.task_definition, enc_spec, source=source)  # an inferred definition
     manifest = {
         "task": spec.name,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -125,6 +153,7 @@ def compile_task(
             "encoder": enc.id,
             "index": index.fingerprint,
         },
+        "encoder": encoder_record(enc_spec, enc.id),
         "sample": {"selected": n_selected, "documents": sample_ids},
         "history": [loop.to_dict() for loop in report.loops],
         "record": optimizer.compile_record(),

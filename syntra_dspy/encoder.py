@@ -154,6 +154,18 @@ class Encoder:
     def __repr__(self) -> str:
         return f"Encoder(name={self.name!r}, dim={self.dim})"
 
+    def spec(self) -> EncoderSpec:
+        """The setting that loads this encoder again (a folder as an absolute path): for manifests and workers."""
+        from syntra_dspy.task import EncoderSpec
+
+        model = str(Path(self.name).resolve()) if Path(self.name).expanduser().exists() else self.name
+        prompts = {"query_prefix": self.query_prefix, "document_prefix": self.document_prefix}
+        if self.query_prefix is None:
+            prompts["query_prompt"] = self.query_prompt
+        if self.document_prefix is None:
+            prompts["document_prompt"] = self.document_prompt
+        return EncoderSpec(model=model, **prompts)
+
     @property
     def id(self) -> str:
         """Stable identity: the name plus a hash of the configs and weights (changes with the weights)."""

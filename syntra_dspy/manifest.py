@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, TaskDefinition
+from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, EncoderSpec, TaskDefinition
 from syntra_dspy.validation import NEAR_DUPLICATE
 
 
@@ -42,6 +42,24 @@ class CorpusRecord(_Open):
 
 class TaskSpecRecord(_Open):
     corpus: CorpusRecord = CorpusRecord()
+
+
+class EncoderRecord(_Open):
+    """The encoder a compile used: the setting that loads it again (prompts included) and the id it had.
+
+    Artifacts from before this record name their encoder only inside ``fingerprints.encoder`` (``name@hash``)."""
+
+    model: str
+    query_prompt: str | None = None
+    document_prompt: str | None = None
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    languages: list[str] | None = None
+    multilingual: bool | None = None
+    id: str
+
+    def spec(self) -> EncoderSpec:
+        return EncoderSpec.model_validate(self.model_dump(include=set(EncoderSpec.model_fields), exclude_none=True))
 
 
 class AttemptRecord(_Open):
@@ -104,6 +122,7 @@ class Manifest(_Open):
     settings: ManifestSettings = ManifestSettings()
     lms: dict[str, LMRecord | None] = {}
     fingerprints: Fingerprints = Fingerprints()
+    encoder: EncoderRecord | None = None
     history: list[LoopRecord] = []
     usage: dict[str, StageUsage] = {}
     sample: SampleRecord = SampleRecord()

@@ -44,6 +44,55 @@ class Example(_Strict):
         return self
 
 
+class EncoderSpec(_Strict):
+    """The sentence encoder a task indexes, selects and retrieves with, and how it marks queries and documents.
+
+    Written as a plain string it is ``model``. ``query_prompt``/``document_prompt`` name prompts the model defines
+    (``config_sentence_transformers.json``; by default ``query`` and ``document``/``passage`` are used when it has
+    them); ``query_prefix``/``document_prefix`` give the text itself (e.g. ``"query: "`` for E5 models). Either
+    changes the encoder's id, so an index or artifact made with other prompts is never reused. ``languages`` (or
+    ``multilingual: true``) says what the model reads; without it the package's list of known models decides, and
+    a cross-language task refuses a model that is English-only or not on that list.
+    """
+
+    model: str = Field(min_length=1, description="a known name (all-MiniLM-L6-v2, embeddinggemma-300m), a "
+                                                 "sentence-transformers model folder, or a hub id")
+    query_prompt: str | None = Field(None, min_length=1)
+    document_prompt: str | None = Field(None, min_length=1)
+    query_prefix: str | None = Field(None, min_length=1)
+    document_prefix: str | None = Field(None, min_length=1)
+    languages: list[str] | None = Field(None, min_length=1)
+    multilingual: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: object) -> object:
+        return {"model": value} if isinstance(value, str) else value
+
+    @field_validator("languages")
+    @classmethod
+    def _codes(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        codes = [code.strip().lower() for code in value]
+        if any(not code.isalpha() or not 2 <= len(code) <= 3 for code in codes):
+            raise ValueError("languages are ISO 639 codes such as en or zh")
+        return list(dict.fromkeys(codes))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EncoderSpec":
+        for role in ("query", "document"):
+            if getattr(self, f"{role}_prompt") is not None and getattr(self, f"{role}_prefix") is not None:
+                raise ValueError(f"give {role}_prompt (a prompt name the model defines) or {role}_prefix (the text "
+                                 "itself), not both")
+        if self.multilingual is not None and self.languages is not None:
+            raise ValueError("give languages (a list of codes) or multilingual: true, not both")
+        if self.multilingual is False:
+            raise ValueError("multilingual: false does not say which language the model reads; give languages: "
+                             "[en] (or the model's language) instead")
+        return self
+
+
 class TaskDefinition(_Strict):
     """What queries look like, what documents look like, and when a document is relevant."""
 
@@ -135,13 +184,33 @@ class TaskSpec(_Strict):
     examples: list[Example] = Field(min_length=3, max_length=8)
     task_definition: TaskDefinition | None = None
     lms: LMRolesSpec | None = None
+    encoder: EncoderSpec | None = None  # None: all-MiniLM-L6-v2, the bundled English model
+
+    def encoder_spec(self, override: "str | EncoderSpec | None" = None) -> EncoderSpec:
+        """The encoder to use: ``override`` (a command line's ``--encoder``, which replaces the whole setting), else
+        the task file's ``encoder``, else the bundled English default."""
+        if isinstance(override, EncoderSpec):
+            return override
+        if override is not None:
+            return EncoderSpec(model=override)
+        if self.encoder is not None:
+            return self.encoder
+        from syntra_dspy.encoder import DEFAULT_ENCODER
+
+        return EncoderSpec(model=DEFAULT_ENCODER)
 
     def resolve_paths(self, base: Path) -> "TaskSpec":
-        """Return a copy whose corpus path is absolute, relative paths read from the task file's folder."""
+        """Return a copy whose corpus path (and encoder folder) is absolute, relative paths read from the task
+        file's folder. An encoder given by name stays a name: only a relative path that exists there is a folder."""
         p = Path(self.corpus.path).expanduser()
         if not p.is_absolute():
             p = (base / p).resolve()
-        return self.model_copy(update={"corpus": self.corpus.model_copy(update={"path": str(p)})})
+        update: dict[str, object] = {"corpus": self.corpus.model_copy(update={"path": str(p)})}
+        if self.encoder is not None:
+            model = Path(self.encoder.model).expanduser()
+            if not model.is_absolute() and (base / model).is_dir():
+                update["encoder"] = self.encoder.model_copy(update={"model": str((base / model).resolve())})
+        return self.model_copy(update=update)
 
 
 def _loc(err: dict) -> str:

@@ -48,7 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def add_compile_flags(p: argparse.ArgumentParser) -> None:
     """Encoder, index, test-mode settings and LM roles: shared by compile and compare."""
-    p.add_argument("--encoder", default=None, help="sentence-transformers model (default: all-MiniLM-L6-v2)")
+    p.add_argument("--encoder", default=None,
+                   help="sentence-transformers model name or folder, replacing the task file's encoder setting "
+                        "(default: that setting, else all-MiniLM-L6-v2)")
     p.add_argument("--index-dir", default=None, help="where to cache the corpus index")
     p.add_argument("--keep", choices=("last", "best"), default=None, help="attempt a loop keeps when none passes")
     p.add_argument("--selection-target", type=int, default=None, help="documents selected before sampling")

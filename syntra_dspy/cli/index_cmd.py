@@ -8,6 +8,7 @@ from pathlib import Path
 
 from syntra_dspy.cli._args import positive_int_or_all
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.task import EncoderSpec
 
 DEFAULT_INDEX_ROOT = Path(".syntra") / "index"
 
@@ -25,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("beir", "neuclir", "tsv"), default=None,
                    help="corpus format (default: the task's, else beir)")
     p.add_argument("--encoder", metavar="NAME", default=None,
-                   help="sentence-transformers model name or folder (default: all-MiniLM-L6-v2, bundled)")
+                   help="sentence-transformers model name or folder (default: the task file's encoder, else "
+                        "all-MiniLM-L6-v2, bundled)")
     p.add_argument("--device", default=None, help="torch device for encoding (default: automatic)")
     p.add_argument("--index-dir", metavar="DIR", type=Path, default=None,
                    help="where to keep the index (default: .syntra/index/<fingerprint> in this folder)")
@@ -40,16 +42,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _corpus_source(args: argparse.Namespace) -> tuple[Path, str]:
+def _corpus_source(args: argparse.Namespace) -> tuple[Path, str, EncoderSpec | str | None]:
+    """The corpus file, its format and the encoder: a task file's (its ``encoder`` setting unless --encoder), or
+    --corpus with --encoder."""
     if args.task and args.corpus:
         raise ConfigError("give either TASK.yaml or --corpus, not both", field="corpus")
     if args.task:
         from syntra_dspy.task import load_task
 
         spec = load_task(args.task)
-        return Path(spec.corpus.path), args.format or spec.corpus.format
+        return Path(spec.corpus.path), args.format or spec.corpus.format, spec.encoder_spec(args.encoder)
     if args.corpus:
-        return Path(args.corpus), args.format or "beir"
+        return Path(args.corpus), args.format or "beir", args.encoder
     raise ConfigError("nothing to index", hint="give a task file (syntra index task.yaml) or --corpus PATH")
 
 
@@ -64,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}", field="batch-size")
     if args.out is not None and args.select is False:
         raise ConfigError("--out writes the selected ids, so it needs --select", field="out")
-    path, fmt = _corpus_source(args)
+    path, fmt, encoder_setting = _corpus_source(args)
     corpus = read_corpus(path, fmt)
-    encoder = load_encoder(args.encoder, device=args.device)
+    encoder = load_encoder(encoder_setting, device=args.device)
     fingerprint = index_fingerprint(corpus, encoder)
     index_dir = args.index_dir or DEFAULT_INDEX_ROOT / fingerprint[:12]
 

@@ -28,7 +28,7 @@ from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.manifest import Manifest
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
-from syntra_dspy.task import TaskSpec, load_task
+from syntra_dspy.task import EncoderSpec, TaskSpec, load_task
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def compare_strategies(
     lms: Any = None,
     lm_overrides: dict[str, str | list[str]] | None = None,
     lm_timeout: float | None = None,
-    encoder: str | None = None,
+    encoder: str | EncoderSpec | None = None,
     index_dir: str | Path | None = None,
     heldout: HeldoutOptions | None = None,
     strategy_options: dict[str, dict[str, Any]] | None = None,
@@ -153,7 +153,10 @@ def compare_strategies(
     artifacts = Path(artifacts) if artifacts is not None else out / "artifacts"
     roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
     corpus = read_corpus(spec.corpus.path, spec.corpus.format)
-    enc = compiler.load_encoder(encoder or compiler.DEFAULT_ENCODER)
+    pairs = compiler.resolve_examples(spec, corpus)
+    compiler.check_task_encoder(spec, spec.encoder_spec(encoder), pairs,  # before any indexing
+                                source="<task>" if isinstance(task, TaskSpec) else str(task))
+    enc = compiler.load_encoder(spec.encoder_spec(encoder))
     index_dir = index_dir or default_index_dir(corpus, enc)
     index = CorpusIndex.load_or_build(corpus, enc, index_dir)
 
@@ -166,7 +169,6 @@ def compare_strategies(
 
     seed = heldout.seed if heldout.seed is not None else settings.seed
     used = {d for a in compiled for d in a.meta.sample.documents}
-    pairs = compiler.resolve_examples(spec, corpus)
     used |= {p.positive_id for p in pairs if p.positive_id}
     selected = select_diverse(index, target=settings.selection_target, tau=settings.selection_tau, seed=settings.seed)
     docs = fresh_documents(selected, corpus.ids, exclude=used, n=heldout.docs, seed=seed + 1)

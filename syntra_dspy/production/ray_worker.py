@@ -30,7 +30,7 @@ from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.setup import ProductionInputs, corpus_location, load_inputs, run_identity
 from syntra_dspy.production.units import DocumentResult
 from syntra_dspy.programs.judge import RelevanceJudge
-from syntra_dspy.task import LMSpec
+from syntra_dspy.task import EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class WorkerPlan(BaseModel):
     artifact_key_env: str | None = None
     corpus: str
     corpus_format: str
-    encoder: str
+    encoder: EncoderSpec  # the driver's encoder with its prompts, a folder as an absolute path
     index_dir: str
     queries_per_doc: int
     top_k: int
@@ -62,9 +62,7 @@ def worker_plan(inputs: ProductionInputs, generator: LMSpec, *, corpus: str | Pa
         raise ConfigError("with Ray, the corpus must be a file the workers can read, not a Corpus object",
                           field="corpus", hint="pass corpus=PATH (or --corpus PATH)")
     corpus_path, fmt = corpus_location(inputs.artifact.meta.task_spec.corpus, corpus, corpus_format)
-    encoder = inputs.encoder.name
-    if Path(encoder).exists():  # an encoder folder: the workers need its absolute path
-        encoder = str(Path(encoder).resolve())
+    encoder = inputs.encoder.spec()
     if inputs.index.path is None:
         raise ConfigError("the corpus index has no folder the Ray workers could load it from", field="index_dir",
                           hint="pass --index-dir DIR")

@@ -1,8 +1,8 @@
 """Everything a production run needs before its first LM call, resolved from the artifact and checked.
 
 The artifact decides: the frozen program (through the verified loader), the corpus (unless ``--corpus``),
-the encoder (the one recorded in its fingerprints, refused if this machine's copy has other weights unless
-the user names an encoder), the selection's tau and seed, the annotation chunk size and the generator
+the encoder (the one recorded in its manifest, with its query and document prompts; refused if this machine's
+copy has other weights unless the user names an encoder), the selection's tau and seed, the annotation chunk size and the generator
 (unless ``--generator``). The store's first session records these; a resumed run must match them.
 """
 
@@ -19,14 +19,14 @@ from pydantic import ValidationError
 from syntra_dspy.artifacts import Artifact, load_artifact, render_prompts
 from syntra_dspy.corpus import Corpus, read_corpus
 from syntra_dspy.encoder import Encoder, load_encoder
-from syntra_dspy.errors import ArtifactError, ConfigError
+from syntra_dspy.errors import ArtifactError, ConfigError, DependencyError
 from syntra_dspy.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
-from syntra_dspy.manifest import CorpusRecord, Manifest
+from syntra_dspy.manifest import CorpusRecord, EncoderRecord, Manifest
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval import default_index_dir
-from syntra_dspy.task import LMSpec
+from syntra_dspy.task import EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +58,12 @@ def load_verified(artifact_path: str | Path, key_env: str | None = None) -> Arti
     return artifact
 
 
-def resolve_encoder(recorded: str | None, encoder: str | Encoder | None) -> Encoder:
-    """The encoder the artifact was compiled with (``recorded``: its id), another one only when the user names it."""
-    if isinstance(encoder, Encoder):
-        return encoder
+def resolve_encoder(recorded: str | None, encoder: str | EncoderSpec | Encoder | None, *,
+                    setting: EncoderRecord | None = None) -> Encoder:
+    """The encoder the artifact was compiled with (``recorded``: its id; ``setting``: the manifest's encoder record,
+    prompts included), another one only when the user names it."""
+    if encoder is not None and not isinstance(encoder, (str, EncoderSpec)):
+        return encoder  # a loaded encoder (or any object with encode_queries/encode_documents, id and name)
     if encoder is not None:
         enc = load_encoder(encoder)
         if recorded and enc.id != recorded:
@@ -70,12 +72,14 @@ def resolve_encoder(recorded: str | None, encoder: str | Encoder | None) -> Enco
     if not recorded:
         raise ArtifactError("the manifest records no encoder", field="fingerprints.encoder",
                             hint="pass --encoder NAME")
-    name = recorded.rsplit("@", 1)[0]
+    wanted = setting.spec() if setting is not None else recorded.rsplit("@", 1)[0]
+    name = wanted if isinstance(wanted, str) else wanted.model
     try:
-        enc = load_encoder(name)
-    except ConfigError as exc:
-        raise ConfigError(f"cannot load the artifact's encoder {name!r}: {exc.message}", field="encoder",
-                          hint="install it, or pass --encoder NAME to use another encoder deliberately") from None
+        enc = load_encoder(wanted)
+    except (ConfigError, DependencyError) as exc:
+        raise type(exc)(f"cannot load the artifact's encoder {name!r}: {exc.message}", field="encoder",
+                        hint=exc.hint or "install it, or pass --encoder NAME to use another encoder deliberately"
+                        ) from None
     if enc.id != recorded:
         raise ConfigError(
             f"the artifact was compiled with encoder {recorded}, but {name!r} here is {enc.id} (other weights)",
@@ -102,7 +106,7 @@ def resolve_corpus(recorded: CorpusRecord, corpus: str | Path | Corpus | None, c
 
 
 def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None = None,
-                corpus_format: str | None = None, encoder: str | Encoder | None = None,
+                corpus_format: str | None = None, encoder: str | EncoderSpec | Encoder | None = None,
                 index_dir: str | Path | None = None, queries_per_doc: int = DEFAULT_QUERIES_PER_DOC,
                 top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
                 artifact_key_env: str | None = None) -> ProductionInputs:
@@ -113,7 +117,7 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
     docs = resolve_corpus(meta.task_spec.corpus, corpus, corpus_format)
-    enc = resolve_encoder(meta.fingerprints.encoder, encoder)
+    enc = resolve_encoder(meta.fingerprints.encoder, encoder, setting=meta.encoder)
     index = CorpusIndex.load_or_build(docs, enc, index_dir or default_index_dir(docs, enc))
     fps = meta.fingerprints
     if docs.fingerprint == fps.corpus and enc.id == fps.encoder and index.fingerprint != fps.index:
