@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import dspy
-from dspy.utils.callback import BaseCallback
 
 from syntra_dspy.errors import LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import language_name
@@ -23,6 +22,7 @@ from syntra_dspy.programs.grading import (
     quiet_one_token_answers,
 )
 from syntra_dspy.programs.judge import Candidate, RelevanceJudge
+from syntra_dspy.programs.retry import LAST_ANSWER_CHARS, call_with_repair  # noqa: F401 - re-exported
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures import (
     Blueprint,
@@ -53,22 +53,6 @@ T = TypeVar("T")
 
 #: Steps added after artifacts were first committed: an older artifact lacks them and they derive from its components.
 LATER_STEPS = frozenset({"grade"})
-
-
-#: How much of a rejected answer a failure keeps (enough to see a loop, an empty list or a wrong schema).
-LAST_ANSWER_CHARS = 2000
-
-
-class _AnswerCapture(BaseCallback):
-    """Keeps the raw text of the latest LM answer in this context, so a final rejection can show it."""
-
-    def __init__(self) -> None:
-        self.text: str | None = None
-
-    def on_lm_end(self, call_id: str, outputs: Any, exception: BaseException | None = None) -> None:
-        if exception is None and isinstance(outputs, list) and outputs:
-            first = outputs[0]
-            self.text = first.get("text") if isinstance(first, dict) else str(first)
 
 
 _LABEL = re.compile(r'"doc_id"\s*:\s*(\d+)\s*,\s*"score"\s*:\s*([0-3])')
@@ -198,31 +182,8 @@ class SynthesisProgram(dspy.Module):
 
     # -- validated steps ---------------------------------------------------------------------------------
     def _retrying(self, stage: str, call: Callable[[str, dict], T]) -> T:
-        """Call, validate, and on a rejected answer call again with a repair note.
-
-        Retries also sample (temperature 0.7, a new rollout, a frequency penalty): at temperature 0 a small
-        model that looped or broke a rule tends to do it again even with the note. Only the sampling
-        settings change, never the instructions.
-        """
-        note = ""
-        last: Exception | None = None
-        capture = _AnswerCapture()
-        callbacks = [*(dspy.settings.get("callbacks") or []), capture]
-        for attempt in range(self.max_retries + 1):
-            config = {} if attempt == 0 else {"temperature": 0.7, "rollout_id": attempt, "frequency_penalty": 0.5}
-            capture.text = None
-            try:
-                with dspy.context(callbacks=callbacks):
-                    return call(note, config)
-            except OutputRejected as exc:
-                last, note = exc, f"Your previous answer was rejected: {exc}. Fix this and answer again."
-            except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
-                last, note = exc, ("Your previous answer was not valid JSON for the required fields (keep lists "
-                                   "short and never repeat an item). Answer again.")
-            logger.debug("stage %s rejected an answer: %s", stage, last)
-        answer = capture.text[:LAST_ANSWER_CHARS] if capture.text is not None else None
-        raise LMOutputError(f"no valid answer after {self.max_retries + 1} tries: {str(last)[:500]}", stage=stage,
-                            last_answer=answer)
+        """Call, validate, and on a rejected answer call again with a repair note (:func:`call_with_repair`)."""
+        return call_with_repair(stage, call, max_retries=self.max_retries)
 
     def extract_features(self, document: str) -> Features:
         doc = ctx.clip(document, self.max_doc_chars)

@@ -1,0 +1,59 @@
+"""The repair loop every validated step runs: call, check the answer in code, call again with a note saying why.
+
+Retries also sample (temperature 0.7, a new rollout, a frequency penalty): at temperature 0 a small model that
+looped or broke a rule tends to do it again even with the note. Only the sampling settings change, never the
+instructions. What still fails raises ``LMOutputError`` naming the stage, with the model's last raw answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import dspy
+from dspy.utils.callback import BaseCallback
+
+from syntra_dspy.errors import LMOutputError
+from syntra_dspy.validation import OutputRejected
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: How much of a rejected answer a failure keeps (enough to see a loop, an empty list or a wrong schema).
+LAST_ANSWER_CHARS = 2000
+
+
+class _AnswerCapture(BaseCallback):
+    """Keeps the raw text of the latest LM answer in this context, so a final rejection can show it."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def on_lm_end(self, call_id: str, outputs: Any, exception: BaseException | None = None) -> None:
+        if exception is None and isinstance(outputs, list) and outputs:
+            first = outputs[0]
+            self.text = first.get("text") if isinstance(first, dict) else str(first)
+
+
+def call_with_repair(stage: str, call: Callable[[str, dict], T], *, max_retries: int) -> T:
+    """``call(note, config)`` until it returns; ``OutputRejected`` or a parse error earns a repair note and a retry."""
+    note = ""
+    last: Exception | None = None
+    capture = _AnswerCapture()
+    callbacks = [*(dspy.settings.get("callbacks") or []), capture]
+    for attempt in range(max_retries + 1):
+        config = {} if attempt == 0 else {"temperature": 0.7, "rollout_id": attempt, "frequency_penalty": 0.5}
+        capture.text = None
+        try:
+            with dspy.context(callbacks=callbacks):
+                return call(note, config)
+        except OutputRejected as exc:
+            last, note = exc, f"Your previous answer was rejected: {exc}. Fix this and answer again."
+        except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
+            last, note = exc, ("Your previous answer was not valid JSON for the required fields (keep lists "
+                               "short and never repeat an item). Answer again.")
+        logger.debug("stage %s rejected an answer: %s", stage, last)
+    answer = capture.text[:LAST_ANSWER_CHARS] if capture.text is not None else None
+    raise LMOutputError(f"no valid answer after {max_retries + 1} tries: {str(last)[:500]}", stage=stage,
+                        last_answer=answer)
