@@ -35,7 +35,8 @@ STYLE_MARK = "Write each query as a short declarative claim, never a question."
 LENIENT_MARK = "A document reporting evidence about the claim's finding is relevant (2 or 3)."
 PARAPHRASE_MARK = "Name at most one key term of the document; say everything else in a searcher's own words."
 COPY_WORDS = 8  # words per copied claim (fewer than the consecutive words the copy check rejects)
-_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\Z)", re.DOTALL)
+# A field runs to the next field's marker, or to the adapter's closing request ("Respond with ...") or the end.
+_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n+Respond with |\Z)", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{3,}")
 _STOP = {"that", "with", "from", "this", "were", "have", "been", "does", "what", "which", "their", "about", "into"}
 
