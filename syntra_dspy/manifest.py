@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, EncoderSpec, TaskDefinition
+from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, CandidateSource, EncoderSpec, TaskDefinition
 from syntra_dspy.validation import NEAR_DUPLICATE
 
 
@@ -42,6 +42,7 @@ class CorpusRecord(_Open):
 
 class TaskSpecRecord(_Open):
     corpus: CorpusRecord = CorpusRecord()
+    candidates: CandidateSource = "dense"  # artifacts from before the setting: the dense index
 
 
 class EncoderRecord(_Open):

@@ -40,6 +40,19 @@ class IndexCandidates:
         return self.index.search(self.encoder.encode_queries(queries), k)
 
 
+class LexicalCandidates:
+    """Top-k documents under BM25 in the documents' language: ``search(queries, k)`` like the dense index, with BM25
+    scores, from the same retriever (and lock) as the source ranks. For cross-language tasks the queries must
+    already be in that language (see :class:`~syntra_dspy.programs.translation.QueryTranslator`)."""
+
+    def __init__(self, lexical: LexicalSourceRank) -> None:
+        self._lexical = lexical
+
+    def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
+        run = self._lexical.search({str(n): q for n, q in enumerate(queries)}, k)
+        return [sorted(run.get(str(n), {}).items(), key=lambda kv: (-kv[1], kv[0])) for n in range(len(queries))]
+
+
 class LexicalSourceRank:
     """BM25 over the whole corpus: where a query's source document ranks (0-based; None below ``depth``), and the
     query's BM25 score of given candidates.
@@ -57,9 +70,13 @@ class LexicalSourceRank:
         self._bm25 = BM25Retriever(corpus, language=language)
         self._lock = threading.Lock()
 
-    def rank(self, query: str, doc_id: str) -> int | None:
+    def search(self, queries: dict[str, str], k: int) -> dict[str, dict[str, float]]:
+        """BM25's run for ``queries`` (id -> text), serialised with the ranks."""
         with self._lock:
-            found = self._bm25.search({"q": query}, k=self.depth).get("q", {})
+            return self._bm25.search(queries, k=k)
+
+    def rank(self, query: str, doc_id: str) -> int | None:
+        found = self.search({"q": query}, self.depth).get("q", {})
         if doc_id not in found:
             return None
         ordered = sorted(found, key=lambda d: (-found[d], d))

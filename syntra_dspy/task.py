@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from syntra_dspy.errors import ConfigError
 
 CorpusFormat = Literal["beir", "neuclir", "tsv"]
+#: Where production's candidates come from: the dense index (the encoder), or BM25 over the documents' language with
+#: each query first translated into that language by the generator (cross-language tasks).
+CandidateSource = Literal["dense", "bm25-translated"]
 #: How a served role sends a structured step's JSON schema (:mod:`syntra_dspy.lm.schema_forms` says what each means).
 SchemaForm = Literal["json_schema", "structured_outputs", "guided_json", "json_object", "none"]
 #: A task name is a folder name under the artifact root: letters, digits, ``_.-``, short enough for any file system.
@@ -185,6 +188,7 @@ class TaskSpec(_Strict):
     task_definition: TaskDefinition | None = None
     lms: LMRolesSpec | None = None
     encoder: EncoderSpec | None = None  # None: all-MiniLM-L6-v2, the bundled English model
+    candidates: CandidateSource = "dense"
 
     def encoder_spec(self, override: "str | EncoderSpec | None" = None) -> EncoderSpec:
         """The encoder to use: ``override`` (a command line's ``--encoder``, which replaces the whole setting), else

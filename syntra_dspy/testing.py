@@ -18,7 +18,10 @@ those outputs. The markers below are what the brain's refiners add and what its 
 - refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves); the
   query refiner adds ``PARAPHRASE_MARK`` too when the feedback says the queries reuse the document's terms;
 - GEPA's reflection call (``new_instruction``) adds the marker of the step whose instruction it is shown
-  (extraction, query planning/writing or annotation), likewise unless ``stubborn``.
+  (extraction, query planning/writing or annotation), likewise unless ``stubborn``;
+- translation (``translation``) replaces the terms of ``glossary`` (English -> Chinese, read backwards for a
+  translation into English) found in the text, in the order they appear; a text with none of them comes back
+  unchanged, which the translator's language check rejects.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class SyntraBrain:
 
     stubborn: bool = False
     copies: bool = False
+    glossary: dict[str, str] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
 
     def __call__(self, call: ScriptedCall) -> dict[str, Any] | TokenDistribution:
@@ -72,6 +76,8 @@ class SyntraBrain:
     def _route(self, system: str, inputs: dict[str, str], outputs: set[str]) -> tuple[str, dict[str, Any]]:
         if "judgements" in outputs:
             return "annotate", self.annotate(system, inputs)
+        if "translation" in outputs:
+            return "translate", self.translate(inputs)
         if "queries" in outputs:
             if self.copies and STYLE_MARK in system and PARAPHRASE_MARK not in system:
                 return "write", self.write_copies(inputs)
@@ -153,6 +159,22 @@ class SyntraBrain:
         if self.stubborn or not mark or mark in current:
             return {"new_instruction": current}
         return {"new_instruction": f"{current}\n{mark}"}
+
+    def translate(self, inputs: dict[str, str]) -> dict[str, Any]:
+        """Glossary terms of the text, translated, in the order they appear (the text unchanged without any)."""
+        text = inputs.get("text", "")
+        into_chinese = "Chinese" in inputs.get("target_language", "")
+        pairs = self.glossary.items() if into_chinese else ((zh, en) for en, zh in self.glossary.items())
+        lowered = text.lower()
+        found = sorted((lowered.find(src.lower()), -len(src), dst) for src, dst in pairs if src.lower() in lowered)
+        if not found:
+            return {"translation": text}
+        words, covered = [], -1
+        for start, neg_len, dst in found:  # a longer term wins over one inside it ("soy milk" over "milk")
+            if start > covered:
+                words.append(dst)
+                covered = start - neg_len - 1
+        return {"translation": ("" if into_chinese else " ").join(words)}
 
     @staticmethod
     def judge_idattr(inputs: dict[str, str]) -> dict[str, Any]:

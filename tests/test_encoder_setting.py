@@ -54,7 +54,7 @@ def test_encoder_is_a_name_or_a_mapping():
     assert parse_task({**BASE, "encoder": "embeddinggemma-300m"}).encoder == EncoderSpec(model="embeddinggemma-300m")
     spec = parse_task({**BASE, "encoder": {"model": "m", "query_prefix": "query: ", "languages": ["EN", "zho"]}})
     assert spec.encoder.query_prefix == "query: " and spec.encoder.languages == ["en", "zho"]
-    assert parse_task(BASE).encoder is None
+    assert parse_task(BASE).encoder is None and parse_task(BASE).candidates == "dense"
 
 
 @pytest.mark.parametrize(("encoder", "message"), [
@@ -232,6 +232,7 @@ def test_the_manifest_records_the_encoder_setting_and_its_id(prefixed_artifact):
     record = artifact.meta.encoder
     assert record.model == "all-MiniLM-L6-v2" and record.query_prefix == "claim: "
     assert record.id == artifact.meta.fingerprints.encoder and "+p" in record.id
+    assert artifact.meta.task_spec.candidates == "dense"
 
 
 def test_production_loads_the_artifacts_encoder_with_its_prompts(prefixed_artifact, minilm):

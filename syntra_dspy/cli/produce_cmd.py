@@ -42,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--encoder", default=None,
                    help="use this encoder instead of the artifact's (only when you mean to: records will differ)")
     p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
+    p.add_argument("--candidates", choices=("dense", "bm25-translated"), default=None,
+                   help="where each query's candidates come from: dense (the encoder's index) or bm25-translated "
+                        "(BM25 in the documents' language; a cross-language task's queries are first translated "
+                        "by the generator, once each); default: the task file's setting, else dense")
     p.add_argument("--retry-failed", action="store_true",
                    help="also redo documents whose LM output stayed invalid, and partially annotated ones")
     p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                       api_key_env=args.api_key_env, encoder=args.encoder, index_dir=args.index_dir,
                       retry_failed=args.retry_failed, retry_temperature=args.retry_temperature,
                       progress=not args.no_progress, artifact_key_env=args.artifact_key_env,
-                      timeout=args.timeout, retries=args.retries, ray=ray)
+                      timeout=args.timeout, retries=args.retries, ray=ray, candidates=args.candidates)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
         return 0

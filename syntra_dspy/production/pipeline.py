@@ -1,5 +1,8 @@
 """One unit of production work: a selected document → features → blueprints → queries → candidates → labels.
 
+Candidates come from the dense index, or from BM25 in the documents' language; for a cross-language task the
+latter first translates each query once (``QueryTranslator``), and the translation is kept with the query.
+
 The program steps (loaded frozen from the artifact) validate every answer in code and retry with a repair
 note; an answer that stays invalid raises ``LMOutputError`` and is recorded here with its stage, never
 dropped and never fatal to the run. Annotation runs in chunks of ``chunk_size`` candidates with local ids
@@ -35,9 +38,11 @@ from syntra_dspy.production.units import (
 from syntra_dspy.programs.judge import Candidate as JudgeCandidate
 from syntra_dspy.programs.judge import Judgment, RelevanceJudge
 from syntra_dspy.programs.synthesis import SynthesisProgram
+from syntra_dspy.programs.translation import QueryTranslator
 from syntra_dspy.redact import redact
-from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
+from syntra_dspy.retrieval import IndexCandidates, LexicalCandidates, LexicalSourceRank
 from syntra_dspy.signatures.types import Blueprint
+from syntra_dspy.task import CandidateSource
 from syntra_dspy.validation import WriteTally, fallback_blueprints
 
 if TYPE_CHECKING:
@@ -67,11 +72,15 @@ class LockedSearcher:
 
 @dataclass(frozen=True)
 class UnitSettings:
-    """The settings that decide what a document yields (recorded in the store; fixed for a run)."""
+    """The settings that decide what a document yields (recorded in the store; fixed for a run).
+
+    ``candidates``: ``dense`` (the encoder's index) or ``bm25-translated`` (BM25 in the documents' language, each
+    query translated into it first when the task is cross-language)."""
 
     queries_per_doc: int
     top_k: int
     chunk_size: int
+    candidates: CandidateSource = "dense"
 
 
 def classify(exc: BaseException) -> FailureKind:
@@ -101,7 +110,8 @@ class DocumentPipeline:
 
     def __init__(self, program: SynthesisProgram, corpus: Corpus, searcher: Searcher, settings: UnitSettings, *,
                  slots: AbstractContextManager, chunk_pool: Executor, retry_temperature: float = 0.7,
-                 judge: RelevanceJudge | None = None, lexical: Any = None) -> None:
+                 judge: RelevanceJudge | None = None, lexical: Any = None,
+                 translator: QueryTranslator | None = None) -> None:
         self.program = program
         self.judge = judge or RelevanceJudge(program, chunk_size=settings.chunk_size)
         # BM25 over the corpus: the source document's rank (data-quality report) and, for a hybrid judge, each
@@ -109,6 +119,7 @@ class DocumentPipeline:
         self.lexical = lexical
         if self.judge.needs_lexical and lexical is None:
             raise ValueError("the artifact's hybrid judge needs BM25 scores: give the pipeline a lexical ranker")
+        self.translator = translator  # queries into the documents' language before the search; optional
         self.retry_temperature = retry_temperature
         self.corpus = corpus
         self.searcher = searcher
@@ -156,17 +167,25 @@ class DocumentPipeline:
             stage = "write"
             with meter.stage("write"), self.slots:
                 queries = self.write(text, blueprints, result)
+            stage = "translate"
+            translations = self.translate(doc_id, queries, result, meter)
             stage = "retrieve"
-            hits = self.searcher.search(list(queries.values()), self.settings.top_k)
-            for (pos, query), found in zip(queries.items(), hits):
+            searched = list(queries) if self.translator is None else list(translations)
+            hits = dict(zip(searched, self.searcher.search([translations.get(p, queries[p]) for p in searched],
+                                                           self.settings.top_k)))
+            for pos, query in queries.items():
                 blueprint = blueprints[pos]
+                found = hits.get(pos, [])  # an untranslated query is kept, without candidates (its failure is recorded)
                 q = QueryResult(query_id=query_id(doc_id, pos), position=pos, text=query,
                                 blueprint=blueprint.model_dump(mode="json"), restated_from=result.restated.get(pos),
+                                translation=translations.get(pos),
                                 candidates=[Candidate(rank, cid, float(score)) for rank, (cid, score) in enumerate(found)])
                 q.source_rank = next((c.rank for c in q.candidates if c.doc_id == doc_id), None)
                 if self.lexical is not None:  # stored for every run: a later recalibration may want them
-                    q.bm25_source_rank = self.lexical.rank(query, doc_id)
-                    for cand, bm25 in zip(q.candidates, self.lexical.scores(query, [c.doc_id for c in q.candidates])):
+                    searched_text = translations.get(pos, query)  # BM25 reads the documents' language
+                    q.bm25_source_rank = self.lexical.rank(searched_text, doc_id)
+                    for cand, bm25 in zip(q.candidates,
+                                          self.lexical.scores(searched_text, [c.doc_id for c in q.candidates])):
                         cand.lexical = bm25
                 result.queries.append(q)
                 for cand in q.candidates:
@@ -174,7 +193,8 @@ class DocumentPipeline:
             stage = "annotate"
             with meter.stage("annotate"):
                 self._annotate(result)
-            if len(result.queries) < len(blueprints) or any(not q.complete for q in result.queries):
+            if len(result.queries) < len(blueprints) or any(not q.complete for q in result.queries) \
+                    or (self.translator is not None and len(translations) < len(queries)):
                 result.status = "partial"
         except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
             if stops_run(exc):
@@ -188,6 +208,23 @@ class DocumentPipeline:
         result.usage = meter.snapshot()
         result.seconds = time.perf_counter() - started
         return result
+
+    def translate(self, doc_id: str, queries: dict[int, str], result: DocumentResult,
+                  meter: UsageMeter) -> dict[int, str]:
+        """Each query in the documents' language, by position (nothing without a translator). A query whose
+        translation stays invalid is recorded as a failure of the translate stage and left out."""
+        if self.translator is None:
+            return {}
+        done: dict[int, str] = {}
+        with meter.stage("translate"):
+            for pos, query in queries.items():
+                try:
+                    with self.slots:
+                        done[pos] = self.translator(query)
+                except LMOutputError as exc:
+                    result.failures.append(Failure(stage="translate", kind="output", error=str(exc),
+                                                   query_id=query_id(doc_id, pos), detail=answer_detail(exc)))
+        return done
 
     def write(self, text: str, blueprints: Sequence[Blueprint], result: DocumentResult) -> dict[int, str]:
         """Queries by blueprint position. Blueprints left without a valid query are recorded as a failure of the
@@ -254,9 +291,17 @@ def production_context(lm: dspy.LM) -> AbstractContextManager:
 def build_pipeline(inputs: ProductionInputs, judge: RelevanceJudge, *, slots: AbstractContextManager,
                    chunk_pool: Executor, retry_temperature: float) -> DocumentPipeline:
     """The pipeline of one process (the driver's thread pool, or one Ray worker), over its own copy of the
-    index, encoder and BM25 ranker."""
-    searcher = LockedSearcher(IndexCandidates(inputs.corpus, inputs.encoder, inputs.index))
-    language = inputs.artifact.program.state.task_definition.document_language
+    index, encoder and BM25 ranker. With ``bm25-translated`` candidates the BM25 ranker also retrieves, and a
+    cross-language task's queries are translated into the documents' language first."""
+    definition = inputs.artifact.program.state.task_definition
+    lexical = LexicalSourceRank(inputs.corpus, language=definition.document_language)
+    translator = None
+    if inputs.settings.candidates == "bm25-translated":
+        searcher: Searcher = LexicalCandidates(lexical)  # serialised by the ranker's lock
+        if definition.cross_language:
+            translator = QueryTranslator(definition.document_language)
+    else:
+        searcher = LockedSearcher(IndexCandidates(inputs.corpus, inputs.encoder, inputs.index))
     return DocumentPipeline(inputs.artifact.program, inputs.corpus, searcher, inputs.settings, slots=slots,
                             chunk_pool=chunk_pool, retry_temperature=retry_temperature, judge=judge,
-                            lexical=LexicalSourceRank(inputs.corpus, language=language))
+                            lexical=lexical, translator=translator)

@@ -30,7 +30,7 @@ from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.setup import ProductionInputs, corpus_location, load_inputs, run_identity
 from syntra_dspy.production.units import DocumentResult
 from syntra_dspy.programs.judge import RelevanceJudge
-from syntra_dspy.task import EncoderSpec, LMSpec
+from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class WorkerPlan(BaseModel):
     queries_per_doc: int
     top_k: int
     chunk_size: int
+    candidates: CandidateSource = "dense"
     generator: LMSpec
     retry_temperature: float
     identity: dict[str, Any]
@@ -70,7 +71,8 @@ def worker_plan(inputs: ProductionInputs, generator: LMSpec, *, corpus: str | Pa
     return WorkerPlan(package_version=syntra_dspy.__version__, artifact=str(inputs.artifact.path.resolve()),
                       artifact_key_env=artifact_key_env, corpus=str(corpus_path.resolve()), corpus_format=fmt,
                       encoder=encoder, index_dir=str(Path(inputs.index.path).resolve()),
-                      queries_per_doc=s.queries_per_doc, top_k=s.top_k, chunk_size=s.chunk_size, generator=generator,
+                      queries_per_doc=s.queries_per_doc, top_k=s.top_k, chunk_size=s.chunk_size,
+                      candidates=s.candidates, generator=generator,
                       retry_temperature=retry_temperature, identity=run_identity(inputs))
 
 
@@ -86,7 +88,8 @@ class DocumentWorker:
         inputs = load_inputs(checked.artifact, corpus=checked.corpus, corpus_format=checked.corpus_format,
                              encoder=checked.encoder, index_dir=checked.index_dir,
                              queries_per_doc=checked.queries_per_doc, top_k=checked.top_k,
-                             chunk_size=checked.chunk_size, artifact_key_env=checked.artifact_key_env)
+                             chunk_size=checked.chunk_size, artifact_key_env=checked.artifact_key_env,
+                             candidates=checked.candidates)
         found = run_identity(inputs)
         for key, wanted in checked.identity.items():
             if found.get(key) != wanted:

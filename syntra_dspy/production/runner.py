@@ -42,6 +42,7 @@ from syntra_dspy.production.setup import (
     DEFAULT_QUERIES_PER_DOC,
     DEFAULT_TOP_K,
     ProductionInputs,
+    candidates_record,
     load_inputs,
     resolve_generator,
     resolve_generator_spec,
@@ -126,7 +127,8 @@ def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[s
                       "seed": meta.settings.seed,
                       "corpus": {"path": inputs.corpus.source, "fingerprint": inputs.corpus.fingerprint,
                                  "documents": len(inputs.corpus)},
-                      "encoder": inputs.encoder.id, "index_fingerprint": inputs.index.fingerprint},
+                      "encoder": inputs.encoder.id, "index_fingerprint": inputs.index.fingerprint,
+                      "candidates": candidates_record(inputs)},
             generator=generator_info,
         )
         return store
@@ -167,7 +169,8 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             encoder: str | Encoder | None = None, index_dir: str | Path | None = None, retry_failed: bool = False,
             retry_temperature: float = 0.7, progress: bool = True,
             max_consecutive_errors: int | None = None, artifact_key_env: str | None = None,
-            timeout: float | None = None, retries: int | None = None, ray: RayOptions | None = None) -> ProduceSummary:
+            timeout: float | None = None, retries: int | None = None, ray: RayOptions | None = None,
+            candidates: str | None = None) -> ProduceSummary:
     """Run (or resume) production from a compiled artifact into the SQLite run store ``store``.
 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
@@ -179,7 +182,8 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     ``artifact_key_env``, only an artifact signed with the team key in that variable is accepted. ``timeout``
     (total seconds per request) and ``retries`` bound every call to a served generator. With ``ray``, the
     documents run on Ray workers (``concurrency`` calls in flight across them) and this process alone writes
-    the store; the records are the same.
+    the store; the records are the same. ``candidates`` (``dense`` or ``bm25-translated``) overrides the task
+    file's candidate source; the store records which was used, and a resumed run must use the same.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", field="concurrency")
@@ -194,7 +198,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
         ray_module = cluster.enter_context(ray_connection(ray)) if ray is not None else None
         inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
                              index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k,
-                             chunk_size=chunk_size, artifact_key_env=artifact_key_env)
+                             chunk_size=chunk_size, artifact_key_env=artifact_key_env, candidates=candidates)
         lm, generator_info = resolve_generator(inputs.artifact.meta, generator, api_key_env,
                                                timeout=timeout, retries=retries)
         plan = None

@@ -1,7 +1,8 @@
 """Everything a production run needs before its first LM call, resolved from the artifact and checked.
 
 The artifact decides: the frozen program (through the verified loader), the corpus (unless ``--corpus``),
-the encoder (the one recorded in its manifest, with its query and document prompts; refused if this machine's
+the candidate source (the task file's ``candidates`` unless ``--candidates``), the encoder (the one recorded in
+its manifest, with its query and document prompts; refused if this machine's
 copy has other weights unless the user names an encoder), the selection's tau and seed, the annotation chunk size and the generator
 (unless ``--generator``). The store's first session records these; a resumed run must match them.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import dspy
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags
 from syntra_dspy.manifest import CorpusRecord, EncoderRecord, Manifest
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval import default_index_dir
-from syntra_dspy.task import EncoderSpec, LMSpec
+from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +110,16 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
                 corpus_format: str | None = None, encoder: str | EncoderSpec | Encoder | None = None,
                 index_dir: str | Path | None = None, queries_per_doc: int = DEFAULT_QUERIES_PER_DOC,
                 top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
-                artifact_key_env: str | None = None) -> ProductionInputs:
+                artifact_key_env: str | None = None, candidates: str | None = None) -> ProductionInputs:
+    """The verified artifact, corpus, encoder, index and unit settings; ``candidates`` (``dense`` or
+    ``bm25-translated``) overrides the task file's setting recorded in the artifact."""
     artifact = load_verified(artifact_path, artifact_key_env)
     meta = artifact.meta
     chunk = chunk_size if chunk_size is not None else meta.settings.chunk_size
+    source = candidates if candidates is not None else meta.task_spec.candidates
+    if source not in get_args(CandidateSource):
+        raise ConfigError(f"unknown candidate source {source!r}", field="candidates",
+                          hint=f"use one of: {', '.join(get_args(CandidateSource))}")
     for name, value, low in (("queries_per_doc", queries_per_doc, 1), ("top_k", top_k, 1), ("chunk_size", chunk, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
@@ -125,7 +132,7 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
                           path=index_dir, hint="delete the cached index folder so it is rebuilt")
     if docs.fingerprint != fps.corpus:
         logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
-    return ProductionInputs(artifact, docs, enc, index, UnitSettings(queries_per_doc, top_k, chunk))
+    return ProductionInputs(artifact, docs, enc, index, UnitSettings(queries_per_doc, top_k, chunk, source))
 
 
 def _recorded_sampling(meta: Manifest) -> dict[str, Any]:
@@ -199,12 +206,27 @@ def resolve_generator(meta: Manifest, generator: str | list[str] | LMSpec | dspy
     return lm, describe_lm(lm, role="generator", spec=spec)
 
 
+def candidates_record(inputs: ProductionInputs) -> dict[str, Any]:
+    """What the run store keeps about candidate retrieval: the source, and for translated BM25 the target language
+    and the translation step's exact instruction (it is not part of the artifact)."""
+    definition = inputs.artifact.program.state.task_definition
+    record: dict[str, Any] = {"source": inputs.settings.candidates}
+    if inputs.settings.candidates == "bm25-translated":
+        from syntra_dspy.programs.translation import QueryTranslator
+
+        record["bm25_language"] = definition.document_language
+        record["translation"] = (QueryTranslator(definition.document_language).describe()
+                                 if definition.cross_language else None)
+    return record
+
+
 def run_identity(inputs: ProductionInputs) -> dict[str, Any]:
     """What a resumed run (and every Ray worker) must share with the first session, or its records would differ."""
     art, s = inputs.artifact, inputs.settings
     return {
         "artifact_checksum": art.checksum,
         "queries_per_doc": s.queries_per_doc, "top_k": s.top_k, "chunk_size": s.chunk_size,
+        "candidates": s.candidates,
         "corpus_fingerprint": inputs.corpus.fingerprint, "encoder": inputs.encoder.id,
         "index_fingerprint": inputs.index.fingerprint,
     }

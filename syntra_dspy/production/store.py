@@ -73,6 +73,7 @@ CREATE INDEX documents_status ON documents (status, position);
 #: Tables added after the first release: created by any writer that opens a store, so older stores gain them and
 #: readers check that they exist. ``grades``: the graded judgment behind a label (p(0..3), E, the written digit,
 #: the calibrated score); ``query_ranks``: where the source document ranks for its query under BM25;
+#: ``query_translations``: each query in the documents' language, when candidates came from BM25 over it;
 #: ``schema_forms`` and ``endpoint_usage``: how the served generator was reached (see the module docstring).
 #: Columns added the same way (:data:`_ADDED_COLUMNS`): ``usage.cached_prompt_tokens``, ``grades.lexical`` (the
 #: candidate's BM25 score, for a hybrid judge) and ``queries.restated_from`` (the question a query restates).
@@ -81,6 +82,7 @@ CREATE TABLE IF NOT EXISTS grades (
     query_id TEXT NOT NULL, rank INTEGER NOT NULL, p0 REAL, p1 REAL, p2 REAL, p3 REAL, expected REAL,
     written INTEGER, mass REAL, judge_score REAL, PRIMARY KEY (query_id, rank));
 CREATE TABLE IF NOT EXISTS query_ranks (query_id TEXT PRIMARY KEY, bm25_source_rank INTEGER);
+CREATE TABLE IF NOT EXISTS query_translations (query_id TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS schema_forms (
     session_id INTEGER NOT NULL, role TEXT NOT NULL, form TEXT NOT NULL, chosen_by TEXT NOT NULL,
     active TEXT NOT NULL, fallback_reason TEXT, fallback_at TEXT, PRIMARY KEY (session_id, role));
@@ -253,7 +255,7 @@ class RunStore:
                 raise StoreError(f"document {result.doc_id!r} is already done; it will not be written twice",
                                  path=self.path)
             if row[0] in ("failed", "partial"):  # an explicit retry replaces the earlier attempt
-                for table in ("candidates", "grades", "query_ranks"):
+                for table in ("candidates", "grades", "query_ranks", "query_translations"):
                     c.execute(f"DELETE FROM {table} WHERE query_id IN (SELECT query_id FROM queries WHERE doc_id=?)",
                               (result.doc_id,))
                 c.execute("DELETE FROM queries WHERE doc_id=?", (result.doc_id,))
@@ -281,6 +283,8 @@ class RunStore:
                           "judge_score, lexical) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", graded)
             c.executemany("INSERT INTO query_ranks (query_id, bm25_source_rank) VALUES (?, ?)",
                           [(q.query_id, q.bm25_source_rank) for q in result.queries])
+            c.executemany("INSERT INTO query_translations (query_id, text) VALUES (?, ?)",
+                          [(q.query_id, q.translation) for q in result.queries if q.translation is not None])
             c.executemany("INSERT OR IGNORE INTO texts (doc_id, content) VALUES (?, ?)", list(result.texts.items()))
             c.executemany(
                 "INSERT INTO failures (session_id, doc_id, query_id, stage, kind, error, detail, created_at) "
@@ -400,6 +404,12 @@ class RunStore:
             "SELECT count(*) FROM queries q WHERE q.complete = 1 "
             "AND EXISTS (SELECT 1 FROM candidates c WHERE c.query_id = q.query_id AND c.label >= 2) "
             "AND EXISTS (SELECT 1 FROM candidates c WHERE c.query_id = q.query_id AND c.label = 1)")
+
+    def translations(self) -> dict[str, str]:
+        """Query id -> the query in the documents' language (empty unless candidates came from translated BM25)."""
+        if not self.has_table("query_translations"):
+            return {}
+        return dict(self._conn.execute("SELECT query_id, text FROM query_translations ORDER BY query_id"))
 
     def has_table(self, name: str) -> bool:
         return self.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) > 0

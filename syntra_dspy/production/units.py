@@ -18,7 +18,7 @@ Status = Literal["done", "partial", "failed"]
 #: ``output``: the LM's answer stayed invalid after the repair retries; ``call``: the backend failed
 #: (network, timeout, server error) after DSPy's retries; ``error``: anything else (a bug, bad data).
 FailureKind = Literal["output", "call", "error"]
-STAGES = ("extract", "plan", "write", "retrieve", "annotate")
+STAGES = ("extract", "plan", "write", "translate", "retrieve", "annotate")
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class QueryResult:
     source_rank: int | None = None  # rank of the source document among the candidates; None: not retrieved
     bm25_source_rank: int | None = None  # rank of the source document under BM25 (top 100); None: below that
     restated_from: str | None = None  # the question the writer wrote, when this query is its restatement
+    translation: str | None = None  # the query in the documents' language, when candidates came from its BM25 search
 
     @property
     def complete(self) -> bool:

@@ -26,6 +26,7 @@ from syntra_dspy.signatures.task_definition import (
     JudgeTaskDefinition,
     RefineTaskDefinition,
 )
+from syntra_dspy.signatures.translation import TranslateSearchText
 from syntra_dspy.signatures.types import (
     AttributeChoice,
     AttributeDimension,
@@ -59,6 +60,7 @@ __all__ = [
     "RefineQueryInstruction",
     "RefineTaskDefinition",
     "RewriteRejectedQuery",
+    "TranslateSearchText",
     "WriteQueriesFromBlueprints",
     "WrittenQuery",
     "label_class",
