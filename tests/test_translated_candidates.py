@@ -186,6 +186,11 @@ def test_translated_bm25_candidates_are_recorded_with_each_translation(clir, tmp
     assert record["translation"]["target_language"] == "zh" and len(record["translation"]["instructions_sha256"]) == 64
     assert meta["identity"]["candidates"] == "bm25-translated"
     assert sum(q["source_rank"] is not None for q in queries) >= len(queries) // 2  # the source is usually found
+    from syntra_dspy.production.export import compute_stats, format_stats
+
+    report = format_stats(compute_stats(store))
+    assert f"candidates BM25 over zh documents; {len(queries)} of {len(queries)} queries translated" in report
+    assert "of queries (bm25-translated candidates)" in report
     with pytest.raises(ConfigError, match="candidates='bm25-translated', not 'dense'"):
         run(clir, store, ClirBrain(), candidates="dense")
 

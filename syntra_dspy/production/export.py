@@ -271,6 +271,7 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
                          "superseded": len(run.failures(current=False)) - len(failures)},
             "records": summary.records,
             "dropped": summary.dropped,
+            "translations": len(run.translations()),
             "export_options": options.to_dict(),
             "usage": run.usage(),
             "backend": run.backend(),
@@ -386,8 +387,13 @@ def format_stats(stats: dict[str, Any]) -> str:
     if judge.get("fallback"):
         judge_text += f"; fallback: {judge['fallback']}"
     lines.append(f"judge      {judge_text}")
-    lines.append(f"difficulty source document is the first hit for {pct(ranks['dense_rank1'])} of queries (dense), "
-                 f"{pct(ranks.get('bm25_rank1'))} (BM25)")
+    retrieval = (stats.get("settings") or {}).get("candidates") or {"source": "dense"}
+    if retrieval["source"] == "bm25-translated":
+        translated = (f"; {stats.get('translations', 0)} of {stats['queries']} queries translated"
+                      if retrieval.get("translation") else "")
+        lines.append(f"candidates BM25 over {retrieval.get('bm25_language')} documents{translated}")
+    lines.append(f"difficulty source document is the first hit for {pct(ranks['dense_rank1'])} of queries "
+                 f"({retrieval['source']} candidates), {pct(ranks.get('bm25_rank1'))} (BM25)")
     written, shape = q["queries"], q["queries"]["form"]
     shown = f" ({shape['kind']}, {shape['min_length']}-{shape['max_length']} {shape['unit']})" if shape else ""
     lines.append(f"form       {pct(written['in_form'])} of queries have the examples' form{shown}; "
