@@ -234,3 +234,13 @@ def test_the_task_files_candidates_setting_is_the_default(clir, tmp_path):
                        candidates="bm25-translated").settings.candidates == "bm25-translated"
     with pytest.raises(ConfigError, match="unknown candidate source 'sparse'"):
         load_inputs(art, encoder=CharEncoder(), index_dir=index, candidates="sparse")
+
+
+def test_produce_takes_the_candidate_source_on_the_command_line():
+    from syntra_dspy.cli import build_parser
+
+    args = build_parser().parse_args(["produce", "art", "--store", "r.db", "--candidates", "bm25-translated"])
+    assert args.candidates == "bm25-translated"
+    assert build_parser().parse_args(["produce", "art", "--store", "r.db"]).candidates is None  # the task file's
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["produce", "art", "--store", "r.db", "--candidates", "sparse"])
