@@ -12,6 +12,8 @@ those outputs. The markers below are what the brain's refiners add and what its 
   hit) until the query instruction contains ``PARAPHRASE_MARK``;
 - the annotator labels a candidate 2 when the annotation instruction contains ``LENIENT_MARK`` and the
   candidate shares a content word with the query, else 1 (or 0 without shared words);
+- the graded query verifier (one query, one digit) peaks at 1 for a question, 3 for a claim of the brain's own
+  claim template, else 2 (so copied passages rate below the brain's claims);
 - the graded judge (one candidate, one digit) answers with label-token probabilities peaked at the number of
   content words query and candidate share (at most 3) when the instruction contains ``LENIENT_MARK``, else at
   most 1, so without the marker relevant and merely related candidates look alike;
@@ -63,6 +65,9 @@ class SyntraBrain:
     calls: dict[str, int] = field(default_factory=dict)
 
     def __call__(self, call: ScriptedCall) -> dict[str, Any] | TokenDistribution:
+        if call.user.rstrip().endswith("(one digit, 0-3):") and call.user.startswith("Example queries:"):
+            self.calls["rate_query"] = self.calls.get("rate_query", 0) + 1
+            return self.rate_query(call.user)
         if call.user.rstrip().endswith("(one digit, 0-3):"):  # the one-candidate grading call
             self.calls["grade"] = self.calls.get("grade", 0) + 1
             return self.grade(call.system, call.user)
@@ -238,15 +243,22 @@ class SyntraBrain:
                 "feedback": "Queries are questions; the examples are claims." if questions else "good"}
 
     @staticmethod
+    def rate_query(user: str) -> TokenDistribution:
+        """The graded query verifier: a question peaks at 1, a claim of the brain's own claim template (``X has …
+        effects``) at 3, any other statement (a copied passage, a rewrite) at 2."""
+        query = re.search(r"^Query: (.*)$", user, re.MULTILINE)
+        text = query.group(1).strip() if query else ""
+        if text.endswith("?"):
+            return _peaked(1)
+        return _peaked(3 if re.fullmatch(r"\S+ has .+ effects\.?", text) else 2)
+
+    @staticmethod
     def grade(system: str, user: str) -> TokenDistribution:
         query = re.search(r"^Query: (.*)$", user, re.MULTILINE)
         document = re.search(r"^Document: (.*?)\n\n[^\n]*\(one digit, 0-3\):\s*$", user, re.MULTILINE | re.DOTALL)
         overlap = len(content_words(query.group(1) if query else "") & content_words(document.group(1) if document
                                                                                   else ""))
-        peak = min(3, overlap) if LENIENT_MARK in system else min(1, overlap)
-        weights = {str(k): (6.0 if k == peak else 1.0 / (1 + abs(k - peak))) for k in range(4)}
-        total = sum(weights.values()) * 1.02  # 2% of the mass on a token that is not a label
-        return TokenDistribution({**{k: w / total for k, w in weights.items()}, "The": 0.02 / 1.02})
+        return _peaked(min(3, overlap) if LENIENT_MARK in system else min(1, overlap))
 
     @staticmethod
     def annotate(system: str, inputs: dict[str, str]) -> dict[str, Any]:
@@ -259,6 +271,13 @@ class SyntraBrain:
             score = (2 if lenient else 1) if overlap >= 2 else (1 if overlap else 0)
             labels.append({"doc_id": int(local), "score": score})
         return {"judgements": labels}
+
+
+def _peaked(peak: int) -> TokenDistribution:
+    """Digit-token probabilities peaked at ``peak``, falling off with distance; 2% on a token that is no digit."""
+    weights = {str(k): (6.0 if k == peak else 1.0 / (1 + abs(k - peak))) for k in range(4)}
+    total = sum(weights.values()) * 1.02
+    return TokenDistribution({**{k: w / total for k, w in weights.items()}, "The": 0.02 / 1.02})
 
 
 def scripted_lm(brain: SyntraBrain | None = None, **kwargs: Any) -> ScriptedLM:

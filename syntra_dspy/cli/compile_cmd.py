@@ -12,7 +12,7 @@ _SETTING_FLAGS = {
     "annotation_candidates": int, "chunk_size": int, "max_doc_chars": int, "selection_tau": float,
     "judge": str, "judge_feature": str, "judge_kappa_target": float, "judge_recall_target": float,
     "calibration_labels": str, "calibration_queries": int, "near_duplicate": float, "bm25_top1_target": float,
-    "form_target": float,
+    "form_target": float, "query_verifier": str,
 }
 
 

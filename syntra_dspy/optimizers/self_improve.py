@@ -22,6 +22,7 @@ from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, 
 from syntra_dspy.optimizers.definition_check import example_specific_terms
 from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
 from syntra_dspy.optimizers.query_measures import measure_problems, measure_queries
+from syntra_dspy.optimizers.query_rating import QueryRater
 from syntra_dspy.optimizers.report import CompileReport, Evaluation, LoopReport
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
@@ -322,11 +323,26 @@ class SelfImprove(Teleprompter):
             pred = self._call("judge_queries", task_context=task, golden_queries=golden,
                               query_instruction=instruction,
                               pairs=tr.query_pairs(trials, limit=s.judge_pairs, seed=s.seed))
-            verdict = _score(pred.score)
+            written = _score(pred.score)
+            verdict: float = written
+            rated = ""
+            if s.query_verifier == "graded":
+                ratings = self.query_rater().rate(golden, trials)
+                details = {**details, "verifier_written": written, "ratings": ratings.to_dict()}
+                if ratings.mean is not None:
+                    verdict = round(ratings.mean, 4)
+                    rated = ratings.feedback(s.pass_threshold)
             # A measured miss fails the attempt whatever the verifier says, and caps its score below the pass mark,
-            # so keep="best" prefers an attempt that met every target.
-            score = min(verdict, max(0, s.pass_threshold - 1)) if problems else verdict
-            feedback = " ".join([*problems, clean_text(pred.feedback)]).strip()
+            # so keep="best" prefers an attempt that met every target (a graded score is scaled into the range
+            # below the mark, so failed attempts still differ).
+            cap = max(0, s.pass_threshold - 1)
+            if not problems:
+                score = verdict
+            elif s.query_verifier == "graded":
+                score = round(verdict * cap / 3, 4)
+            else:
+                score = min(verdict, cap)
+            feedback = " ".join([*problems, rated, clean_text(pred.feedback)]).strip()
             return Evaluation(score, verdict >= s.pass_threshold and not problems, feedback,
                               {**details, "verifier_score": verdict})
 
@@ -338,6 +354,13 @@ class SelfImprove(Teleprompter):
         instruction, _, report = self._loop("query_instruction", generate=generate, evaluate=evaluate,
                                             refine=refine, threshold=s.pass_threshold).run(initial)
         return program.with_components(query_instruction=instruction), report
+
+    def query_rater(self) -> QueryRater:
+        """The graded query verifier, one per compile (a backend's refusal of log probabilities is noted once)."""
+        rater = getattr(self, "_rater", None)
+        if rater is None:
+            rater = self._rater = QueryRater(self.author.rate_query, self.lms.verifier)
+        return rater
 
     def lexical_ranker(self, program: SynthesisProgram, candidates: tr.CandidateSource | None
                        ) -> LexicalSourceRank | None:

@@ -26,6 +26,11 @@ class CompileSettings(BaseModel):
                                     "source document may be BM25's first hit for an attempt to pass (1: no check)")
     form_target: float = Field(0.9, ge=0, le=1, description="least share of the query texts written in the query "
                                "loop's trials, retries included, with the examples' form and length (0: no check)")
+    query_verifier: Literal["graded", "written"] = Field(
+        "written", description="written: the verifier's one written 0-3 score for a sample of document/query pairs; "
+        "graded: the verifier also rates each trial query against the examples in a one-token call and the query "
+        "loop scores the mean of E over the rating tokens' probabilities (the written review still gives the "
+        "feedback)")
     judge_pairs: int = Field(5, ge=1, description="document/query pairs the verifier sees")
     refine_pairs: int = Field(8, ge=1, description="document/query pairs the refiner sees")
     max_doc_chars: int = Field(1500, ge=200, description="documents are clipped to this length in prompts")

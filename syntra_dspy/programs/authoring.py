@@ -13,6 +13,7 @@ from syntra_dspy.signatures import (
     JudgeIdentifiersAndAttributes,
     JudgeQueries,
     JudgeTaskDefinition,
+    RateSyntheticQuery,
     RefineAnnotationInstruction,
     RefineExtractionGuidance,
     RefineQueryInstruction,
@@ -29,6 +30,7 @@ ROLE_OF = {
     "draft_role": "refiner",
     "draft_style": "refiner",
     "judge_queries": "verifier",
+    "rate_query": "verifier",
     "refine_query": "refiner",
     "draft_annotation": "refiner",
     "explain_mismatches": "refiner",
@@ -53,6 +55,7 @@ class InstructionAuthor(dspy.Module):
         self.draft_role = dspy.Predict(DraftQueryInstruction, max_tokens=700)
         self.draft_style = dspy.Predict(DraftQueryStyleGuide, max_tokens=700)
         self.judge_queries = dspy.Predict(JudgeQueries, max_tokens=500)
+        self.rate_query = dspy.Predict(RateSyntheticQuery)  # one-token answers (see ``ask_digit``)
         self.refine_query = dspy.Predict(RefineQueryInstruction, max_tokens=900)
         self.draft_annotation = dspy.Predict(DraftAnnotationInstruction, max_tokens=700)
         self.explain_mismatches = dspy.Predict(ExplainAnnotationMismatches, max_tokens=600)

@@ -120,6 +120,28 @@ class DigitLabelAdapter(dspy.Adapter):
         return {name: int(match.group(1)) if match else None}
 
 
+def ask_digit(predictor: Any, *, logprobs: bool = True, config: Mapping[str, Any] | None = None,
+              **inputs: Any) -> Grade:
+    """One call of a one-digit signature (a relevance label, a query rating) through :class:`DigitLabelAdapter`,
+    answered in one token; ``logprobs`` asks for the digit tokens' probabilities as well.
+
+    Runs under the caller's ``dspy.context`` LM. The result may carry neither a digit nor probabilities: the
+    caller decides whether to retry.
+    """
+    ask = {"max_tokens": 1, **({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {})}
+    (name,) = predictor.signature.output_fields
+    with dspy.context(adapter=DigitLabelAdapter()), quiet_one_token_answers():
+        pred = predictor(**inputs, config={**(config or {}), **ask})
+    return grade_from_logprobs(getattr(pred, "logprobs", None), getattr(pred, name))
+
+
+def refuses_logprobs(exc: BaseException) -> bool:
+    """Whether an LM error says the backend does not give log probabilities (rather than failing otherwise)."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "logprob" in text and any(word in text for word in ("unsupported", "not support", "does not take",
+                                                                "invalid", "unknown", "400"))
+
+
 class _TruncationFilter(logging.Filter):
     """Drops DSPy's "response was truncated" warning for one-token grading answers (they end at max_tokens=1 by
     design); other threads' warnings pass."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from syntra_dspy.errors import LMOutputError
-from syntra_dspy.programs.grading import Grade
+from syntra_dspy.programs.grading import Grade, refuses_logprobs
 from syntra_dspy.programs.judge_calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
                                                    classify_score, list_contexts)
 from syntra_dspy.signatures.types import label_class
@@ -57,12 +57,6 @@ class Judgment:
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "class": self.klass, "score": self.score,
                 **({"grade": self.grade.to_dict()} if self.grade is not None else {})}
-
-
-def _refuses_logprobs(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}".lower()
-    return "logprob" in text and any(word in text for word in ("unsupported", "not support", "does not take",
-                                                                "invalid", "unknown", "400"))
 
 
 class RelevanceJudge:
@@ -153,7 +147,7 @@ class RelevanceJudge:
             except LMOutputError:
                 raise
             except Exception as exc:  # noqa: BLE001 - only a refusal to give log probabilities is handled here
-                if not _refuses_logprobs(exc):
+                if not refuses_logprobs(exc):
                     raise
                 self._fall_back(f"the backend refused log probabilities ({str(exc)[:200]})")
             else:

@@ -14,13 +14,7 @@ from syntra_dspy.errors import LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import language_name
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
-from syntra_dspy.programs.grading import (
-    TOP_LOGPROBS,
-    DigitLabelAdapter,
-    Grade,
-    grade_from_logprobs,
-    quiet_one_token_answers,
-)
+from syntra_dspy.programs.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.programs.judge import Candidate, RelevanceJudge
 from syntra_dspy.programs.retry import LAST_ANSWER_CHARS, call_with_repair  # noqa: F401 - re-exported
 from syntra_dspy.programs.step import Step
@@ -350,12 +344,9 @@ class SynthesisProgram(dspy.Module):
 
         An answer with neither a label digit nor usable probabilities is retried (sampled) like any step."""
         doc = ctx.clip(document, self.max_doc_chars)
-        ask = {"max_tokens": 1, **({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {})}
 
         def call(note: str, config: dict) -> Grade:
-            with dspy.context(adapter=DigitLabelAdapter()), quiet_one_token_answers():
-                pred = self.grade(query=query, document=doc, config={**config, **ask})
-            grade = grade_from_logprobs(getattr(pred, "logprobs", None), pred.label)
+            grade = ask_digit(self.grade, logprobs=logprobs, config=config, query=query, document=doc)
             if grade.probs is None and grade.written is None:
                 raise OutputRejected("the answer is not a label digit 0-3")
             return grade

@@ -19,6 +19,7 @@ from syntra_dspy.signatures.query_instruction import (
     DraftQueryInstruction,
     DraftQueryStyleGuide,
     JudgeQueries,
+    RateSyntheticQuery,
     RefineQueryInstruction,
 )
 from syntra_dspy.signatures.task_definition import (
@@ -55,6 +56,7 @@ __all__ = [
     "JudgeQueries",
     "JudgeTaskDefinition",
     "PlanQueryBlueprints",
+    "RateSyntheticQuery",
     "RefineAnnotationInstruction",
     "RefineExtractionGuidance",
     "RefineQueryInstruction",

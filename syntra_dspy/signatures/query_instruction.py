@@ -55,6 +55,21 @@ class JudgeQueries(dspy.Signature):
     feedback: str = dspy.OutputField()
 
 
+class RateSyntheticQuery(dspy.Signature):
+    """The example queries below were written by the people who search this collection. Rate whether the last
+    query could be one more of theirs, judged by its form (claim, question or keywords), length, level of detail
+    and wording:
+    3 = it reads like one of the examples;
+    2 = it is close, with one visible difference;
+    1 = it differs in several ways, or reads like a passage of a paper rather than a searcher's query;
+    0 = it is a different kind of text altogether.
+    Your whole answer is the digit of your rating."""
+
+    example_queries: str = dspy.InputField()
+    query: str = dspy.InputField()
+    rating: int = dspy.OutputField(desc="one digit, 0-3")
+
+
 class RefineQueryInstruction(dspy.Signature):
     """You revise the query instruction that steers a synthetic query writer, using a reviewer's feedback.
 
