@@ -425,3 +425,15 @@ def test_gemma_layout_prompts_and_dense_head(tiny_gemma: Path, records_file: Pat
     adapter = SentenceTransformer(str(result.adapter_dir), device="cpu")
     adapter_vec = adapter.encode([QUERY], prompt_name="query", normalize_embeddings=True)
     np.testing.assert_allclose(adapter_vec, merged_vec, atol=1e-5)
+
+
+def test_the_final_loss_is_the_last_steps_even_when_it_falls_between_logging_steps(records_file: Path,
+                                                                                  tmp_path: Path) -> None:
+    """A run shorter than ``logging_steps`` used to log only step 1, and report that as the final loss."""
+    cfg = TrainConfig(query_format=DEFAULT_QUERY_FORMAT, **{**FAST, "max_steps": 3, "logging_steps": 10})
+    result = train_embedding_model(records_file, base="all-MiniLM-L6-v2", out=tmp_path / "short", config=cfg,
+                                   progress=False)
+    report = json.loads((tmp_path / "short" / "training.json").read_text(encoding="utf-8"))
+    steps = [h["step"] for h in report["loss_history"]]
+    assert steps[0] == 1 and steps[-1] == 3 == result.steps
+    assert result.final_loss == pytest.approx(report["loss_history"][-1]["loss"])

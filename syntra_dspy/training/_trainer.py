@@ -31,19 +31,34 @@ class Trainer(SentenceTransformerTrainer):
 
 
 class _BarOnly(ProgressCallback):
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        # The last step is always logged, so the report's final loss is the end of training, not the first
+        # step's (a run shorter than ``logging_steps`` otherwise logs only step 1).
+        if state.max_steps and state.global_step >= state.max_steps:
+            control.should_log = True
+        return control
+
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
         return None
 
 
 class ProgressLog(TrainerCallback):
-    """Logs every logged step (loss, learning rate, elapsed seconds) through ``logging``."""
+    """Logs every logged step (loss, learning rate, elapsed seconds) through ``logging``; the last step is always
+    logged."""
 
     def __init__(self) -> None:
         self._start = time.perf_counter()
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._start = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        # The last step is always logged, so the report's final loss is the end of training, not the first
+        # step's (a run shorter than ``logging_steps`` otherwise logs only step 1).
+        if state.max_steps and state.global_step >= state.max_steps:
+            control.should_log = True
+        return control
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
