@@ -342,7 +342,7 @@ class SelfImprove(Teleprompter):
                 score = round(verdict * cap / 3, 4)
             else:
                 score = min(verdict, cap)
-            feedback = " ".join([*problems, rated, clean_text(pred.feedback)]).strip()
+            feedback = " ".join(part for part in [*problems, rated, clean_text(pred.feedback)] if part).strip()
             return Evaluation(score, verdict >= s.pass_threshold and not problems, feedback,
                               {**details, "verifier_score": verdict})
 
