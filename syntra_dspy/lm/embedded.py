@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.cache import model_cache_dir
+from syntra_dspy.cache import hash_stream, model_cache_dir, sha256_file
 from syntra_dspy.errors import ConfigError, DependencyError
 
 logger = logging.getLogger(__name__)
-
-_CHUNK = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -106,14 +104,6 @@ def _part_paths(model: EmbeddedModel) -> list[Path]:
     return paths
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 _BUILD_LOCK = threading.Lock()
 
 
@@ -132,7 +122,7 @@ def ensure_gguf(name: str | None = None, *, cache_dir: str | Path | None = None)
         if target.is_file() and target.stat().st_size == model.size:
             if sidecar.is_file() and sidecar.read_text().strip() == model.sha256:
                 return target
-            if _file_sha256(target) == model.sha256:
+            if sha256_file(target) == model.sha256:
                 sidecar.write_text(model.sha256 + "\n")
                 return target
         if target.exists():
@@ -165,9 +155,7 @@ def _assemble(model: EmbeddedModel, parts: list[Path], target: Path) -> None:
         with os.fdopen(fd, "wb") as out:
             for part in parts:
                 with part.open("rb") as fh:
-                    while chunk := fh.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
+                    hash_stream(digest, fh, out)
             out.flush()
             os.fsync(out.fileno())
         size = tmp.stat().st_size

