@@ -21,7 +21,7 @@ import dspy
 
 from syntra_dspy.optimizers.query_measures import COPYING
 from syntra_dspy.optimizers.trials import QueryTrial
-from syntra_dspy.programs.grading import Grade, ask_digit, refuses_logprobs
+from syntra_dspy.programs.grading import Grade, LogprobFallback, ask_digit
 from syntra_dspy.query_form import copied_share
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,12 @@ class QueryRater:
 
     def __init__(self, predictor: Any, lm: Any) -> None:
         self.predictor, self.lm = predictor, lm
-        self.fallback: str | None = None
+        self._logprobs = LogprobFallback("graded query verifier: %s; rating by the written digit instead", logger)
+
+    @property
+    def fallback(self) -> str | None:
+        """Why queries are rated by the written digit (None: by the digit tokens' probabilities)."""
+        return self._logprobs.reason
 
     def rate(self, example_queries: str, trials: Sequence[QueryTrial]) -> QueryRatings:
         ratings, unrated = [], 0
@@ -119,20 +124,5 @@ class QueryRater:
 
     def _ask(self, config: dict[str, Any], inputs: dict[str, str]) -> Grade:
         with dspy.context(lm=self.lm):
-            if self.fallback is None:
-                try:
-                    grade = ask_digit(self.predictor, logprobs=True, config=config, **inputs)
-                except Exception as exc:  # noqa: BLE001 - only a refusal to give log probabilities is handled
-                    if not refuses_logprobs(exc):
-                        raise
-                    self._fall_back(f"the backend refused log probabilities ({str(exc)[:200]})")
-                else:
-                    if grade.probs is None and grade.mass is None:
-                        self._fall_back("the backend returned no log probabilities")
-                    return grade
-            return ask_digit(self.predictor, logprobs=False, config=config, **inputs)
-
-    def _fall_back(self, reason: str) -> None:
-        if self.fallback is None:
-            self.fallback = reason
-            logger.warning("graded query verifier: %s; rating by the written digit instead", reason)
+            return self._logprobs.ask(
+                lambda logprobs: ask_digit(self.predictor, logprobs=logprobs, config=config, **inputs))

@@ -15,11 +15,13 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dspy
+
+from syntra_dspy.errors import LMOutputError
 
 LABELS = (0, 1, 2, 3)
 #: Alternatives asked for at the answer position: OpenAI-compatible servers give at most 20.
@@ -140,6 +142,43 @@ def refuses_logprobs(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}".lower()
     return "logprob" in text and any(word in text for word in ("unsupported", "not support", "does not take",
                                                                 "invalid", "unknown", "400"))
+
+
+class LogprobFallback:
+    """Whether a backend gives the digit tokens' probabilities, learnt from its answers: each call asks for them
+    until the backend refuses or returns none, then only for the written digit. ``reason`` says why (None: still
+    graded); it is noted once, with ``message`` (``%s`` takes the reason) on ``log``. Thread-safe."""
+
+    def __init__(self, message: str, log: logging.Logger) -> None:
+        self.message, self.log = message, log
+        self.reason: str | None = None
+        self._lock = threading.Lock()
+
+    def ask(self, call: Callable[[bool], Grade]) -> Grade:
+        """``call(logprobs)``'s grade, with ``logprobs=True`` while the backend is not known to refuse them."""
+        if self.reason is None:
+            try:
+                grade = call(True)
+            except LMOutputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - only a refusal to give log probabilities is handled here
+                if not refuses_logprobs(exc):
+                    raise
+                self.note(f"the backend refused log probabilities ({str(exc)[:200]})")
+            else:
+                if grade.probs is None and grade.mass is None:
+                    self.note("the backend returned no log probabilities")
+                return grade
+        return call(False)
+
+    def note(self, reason: str, *, quiet: bool = False) -> None:
+        """Record ``reason`` unless one is recorded already; ``quiet``: without logging it (a reason taken over
+        from elsewhere, e.g. a Ray worker's, already logged there)."""
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+                if not quiet:
+                    self.log.warning(self.message, reason)
 
 
 class _TruncationFilter(logging.Filter):

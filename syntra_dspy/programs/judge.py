@@ -13,13 +13,12 @@ Compile trials, calibration, comparison, agreement and production all label thro
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from syntra_dspy.errors import LMOutputError
-from syntra_dspy.programs.grading import Grade, refuses_logprobs
+from syntra_dspy.programs.grading import Grade, LogprobFallback
 from syntra_dspy.programs.judge_calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
                                                    classify_score, list_contexts)
 from syntra_dspy.signatures.types import label_class
@@ -71,8 +70,16 @@ class RelevanceJudge:
         self.calibration = calibration or UNCALIBRATED
         self.calibrated = calibration is not None
         self.chunk_size = 1 if self.mode == "graded" else chunk_size
-        self.fallback: str | None = None
-        self._lock = threading.Lock()
+        self._logprobs = LogprobFallback("graded judge: %s; judging by the written label digit instead", logger)
+
+    @property
+    def fallback(self) -> str | None:
+        """Why candidates are judged by the written digit (None: by label probabilities, or written mode)."""
+        return self._logprobs.reason
+
+    @fallback.setter
+    def fallback(self, reason: str) -> None:
+        self._logprobs.note(reason, quiet=True)
 
     @property
     def needs_lexical(self) -> bool:
@@ -141,26 +148,7 @@ class RelevanceJudge:
         return out
 
     def _grade(self, query: str, text: str) -> Grade:
-        if self.fallback is None:
-            try:
-                grade = self.program.grade_candidate(query, text, logprobs=True)
-            except LMOutputError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - only a refusal to give log probabilities is handled here
-                if not refuses_logprobs(exc):
-                    raise
-                self._fall_back(f"the backend refused log probabilities ({str(exc)[:200]})")
-            else:
-                if grade.probs is None and grade.mass is None:
-                    self._fall_back("the backend returned no log probabilities")
-                return grade
-        return self.program.grade_candidate(query, text, logprobs=False)
-
-    def _fall_back(self, reason: str) -> None:
-        with self._lock:
-            if self.fallback is None:
-                self.fallback = reason
-                logger.warning("graded judge: %s; judging by the written label digit instead", reason)
+        return self._logprobs.ask(lambda logprobs: self.program.grade_candidate(query, text, logprobs=logprobs))
 
     # -- a whole query -----------------------------------------------------------------------------------------
     def chunks(self, n: int) -> list[tuple[int, int]]:
