@@ -76,6 +76,15 @@ class QueriesIncomplete(LMOutputError):
         super().__init__(message, **kw)
 
 
+class BlueprintsIncomplete(LMOutputError):
+    """The planner gave fewer valid blueprints than asked after all its tries. ``kept`` holds the valid ones, in
+    order: the caller keeps them and draws the missing ones in code."""
+
+    def __init__(self, message: str, *, kept: list, **kw) -> None:
+        self.kept = kept
+        super().__init__(message, **kw)
+
+
 class LMCallError(SyntraError):
     """The LM backend failed (network, server, timeout)."""
 

@@ -329,18 +329,21 @@ def check_labels(labels: Sequence[CandidateLabel], n_candidates: int) -> list[in
     return [scores[i] for i in range(n_candidates)]
 
 
-def fallback_blueprints(features: Features, count: int, *, seed: int = 0) -> list[Blueprint]:
-    """Blueprints drawn in code when the LM planner gives no valid ones: identifiers in turn, options
-    rotated per dimension (offset by ``seed``), never a repeated combination. Callers record that they
-    used it; the queries are still written by the LM from these blueprints."""
+def fallback_blueprints(features: Features, count: int, *, seed: int = 0, kept: Sequence[Blueprint] = ()
+                        ) -> list[Blueprint]:
+    """Blueprints drawn in code where the LM planner gave too few valid ones: ``kept`` (the planner's valid ones)
+    first, then identifiers in turn, each turn with the next option of every dimension (offset by ``seed``), never
+    a repeated combination, up to ``count`` in all. Callers record that they used it; the queries are still
+    written by the LM from these blueprints."""
     idents = [i.text for i in features.identifiers]
     dims = list(features.attributes)
-    out: list[Blueprint] = []
-    used: set = set()
+    out: list[Blueprint] = list(kept)[:count]
+    used: set = {bp.key() for bp in out}
     step = 0
     limit = len(idents) * max(1, max((len(d.options) for d in dims), default=1)) * 2
     while len(out) < count and step < limit:
-        choices = [AttributeChoice(dimension=d.dimension, option=d.options[(seed + step + j) % len(d.options)])
+        turn = seed + step // len(idents)  # every identifier once per turn, then the next option of each dimension
+        choices = [AttributeChoice(dimension=d.dimension, option=d.options[(turn + j) % len(d.options)])
                    for j, d in enumerate(dims)]
         bp = Blueprint(identifier=idents[step % len(idents)], choices=choices)
         if bp.key() not in used:

@@ -16,7 +16,7 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.selection import select_diverse
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
-from test_produce_support import SabotageBrain, mini_artifact, read_jsonl, rows
+from test_produce_support import SabotageBrain, mini_artifact, prefix, read_jsonl, rows
 
 K, CHUNK, QUERIES = 7, 3, 3
 
@@ -163,6 +163,26 @@ def test_invalid_outputs_are_retried_then_recorded_never_fatal(mini, minilm, cor
     out = export_records(store, tmp_path / "train.jsonl")
     assert out.dropped["annotation_incomplete"] == 1
     assert failures[0][1] not in {r["query_id"] for r in read_jsonl(tmp_path / "train.jsonl")}
+
+
+def test_a_failing_planner_is_asked_once_and_its_valid_blueprints_are_kept(mini, minilm, corpus, tmp_path):
+    from syntra_dspy.production.pipeline import PLAN_RETRIES
+
+    ids = planned(mini, 2)
+    docs = [corpus[d].content for d in ids]
+    brain = SabotageBrain(bad_plan=[docs[0]])
+    store = tmp_path / "run.db"
+    summary, _ = run(mini, minilm, store, brain, docs=2, concurrency=1)
+    assert summary.documents["done"] == 2  # degraded, not dropped
+    assert brain.plan_calls == {prefix(docs[0]): 1 + PLAN_RETRIES} and PLAN_RETRIES == 0
+    (stage, detail), = rows(store, "SELECT stage, detail FROM failures WHERE doc_id=?", (ids[0],))
+    assert stage == "plan" and json.loads(detail)["planned"] == 1 and json.loads(detail)["blueprints"] == QUERIES
+    blueprints = [json.loads(b) for b, in rows(store, "SELECT blueprint FROM queries WHERE doc_id=? ORDER BY position",
+                                              (ids[0],))]
+    assert len(blueprints) == QUERIES and len({json.dumps(b, sort_keys=True) for b in blueprints}) == QUERIES
+    assert all(c["option"] != "made-up option" for b in blueprints for c in b["choices"])
+    # the planner's one valid blueprint stays first; the rest were drawn in code
+    assert blueprints[0] == brain.plan_answers[prefix(docs[0])][0]
 
 
 def test_failed_documents_are_redone_only_with_retry_failed_and_resampled(mini, minilm, corpus, tmp_path):

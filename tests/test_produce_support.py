@@ -40,6 +40,8 @@ class SabotageBrain(SyntraBrain):
     - ``bad_extract``: extraction always returns no identifiers (fails validation every time);
     - ``chinese_always``: queries always come back in Chinese (the task wants English);
     - ``chinese_once``: Chinese on the first try, English once a repair note says why;
+    - ``bad_plan``: the planner gets its first blueprint right and names an option no dimension offers in every
+      other one (every try, sampled or not: a planner that repeats its mistake);
     - ``bad_labels``: for the first query written for the document, the annotator skips a candidate in one
       chunk (the first to arrive) on every try, so exactly one chunk of that query stays unlabelled.
 
@@ -48,13 +50,16 @@ class SabotageBrain(SyntraBrain):
     so a document can still end up failed.
     """
 
-    def __init__(self, *, bad_extract=(), chinese_always=(), chinese_once=(), bad_labels=()) -> None:
+    def __init__(self, *, bad_extract=(), chinese_always=(), chinese_once=(), bad_labels=(), bad_plan=()) -> None:
         super().__init__()
         self._call = threading.local()
         self.bad_extract = {prefix(t) for t in bad_extract}
         self.chinese_always = {prefix(t) for t in chinese_always}
         self.chinese_once = {prefix(t) for t in chinese_once}
         self.bad_labels = {prefix(t) for t in bad_labels}
+        self.bad_plan = {prefix(t) for t in bad_plan}
+        self.plan_calls: dict[str, int] = {}
+        self.plan_answers: dict[str, list] = {}  # the first (sabotaged) plan answer per document
         self.bad_queries: set[str] = set()
         self.bad_chunks: dict[str, str] = {}
 
@@ -64,9 +69,15 @@ class SabotageBrain(SyntraBrain):
 
     def _route(self, system, inputs, outputs):
         name, answer = super()._route(system, inputs, outputs)
+        doc = prefix(inputs.get("document", ""))
+        if name == "plan" and doc in self.bad_plan:
+            self.plan_calls[doc] = self.plan_calls.get(doc, 0) + 1
+            answer = {"blueprints": [bp if i == 0 else {**bp, "choices": [{**c, "option": "made-up option"}
+                                                                           for c in bp["choices"]]}
+                                     for i, bp in enumerate(answer["blueprints"])]}
+            self.plan_answers.setdefault(doc, answer["blueprints"])
         if getattr(self._call, "sampled", False):
             return name, answer
-        doc = prefix(inputs.get("document", ""))
         if name == "extract" and doc in self.bad_extract:
             answer = {"identifiers": [], "attributes": answer["attributes"]}
         if name == "write":

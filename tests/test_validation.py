@@ -156,3 +156,15 @@ def test_fallback_blueprints_follow_the_rules_without_repeats():
     bps = fallback_blueprints(feats, 5, seed=3)
     kept, problems = check_blueprints(bps, feats)
     assert len(kept) == 5 and not problems  # every one valid, no combination repeated
+
+
+def test_fallback_blueprints_keep_the_planners_valid_ones_first_and_never_repeat_them():
+    from syntra_dspy.validation import fallback_blueprints
+
+    feats = clean_features([Identifier(kind="entity", text="A"), Identifier(kind="entity", text="B")],
+                           [AttributeDimension(dimension="d1", options=["x", "y"])])
+    planned = fallback_blueprints(feats, 1, seed=5)  # one the planner "got right"
+    bps = fallback_blueprints(feats, 3, seed=5, kept=planned)
+    assert bps[0] == planned[0] and len(bps) == 3
+    assert len({bp.key() for bp in bps}) == 3 and not check_blueprints(bps, feats)[1]
+    assert fallback_blueprints(feats, 1, kept=bps) == bps[:1]  # never more than asked

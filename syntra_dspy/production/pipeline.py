@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import dspy
 
 from syntra_dspy.corpus import Corpus
-from syntra_dspy.errors import LMOutputError, QueriesIncomplete, is_retryable, stops_run
+from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete, is_retryable, stops_run
 from syntra_dspy.lm.usage import UsageMeter, submit_in_context
 from syntra_dspy.production.units import (
     Candidate,
@@ -49,6 +49,11 @@ if TYPE_CHECKING:
     from syntra_dspy.production.setup import ProductionInputs
 
 logger = logging.getLogger(__name__)
+
+#: Repair calls the planner gets in production. A planner that breaks a rule tends to break it again: on the
+#: SciFact run with the embedded 1.5B model, 27 of 61 documents used all three tries and 1 of those 55 retries
+#: gave a valid answer. Its valid blueprints are kept and the missing ones drawn in code instead, at no LM cost.
+PLAN_RETRIES = 0
 
 
 class Searcher(Protocol):
@@ -153,14 +158,16 @@ class DocumentPipeline:
             stage = "plan"
             with meter.stage("plan"), self.slots:
                 try:
-                    blueprints = self.program.plan_blueprints(text, features, self.settings.queries_per_doc)
-                except LMOutputError as exc:
-                    # Degrade, don't drop: draw the blueprints in code and record that the planner failed.
-                    blueprints = fallback_blueprints(features, self.settings.queries_per_doc,
+                    blueprints = self.program.plan_blueprints(text, features, self.settings.queries_per_doc,
+                                                              retries=PLAN_RETRIES)
+                except BlueprintsIncomplete as exc:
+                    # Degrade, don't drop: keep the planner's valid blueprints, draw the rest in code, record it.
+                    blueprints = fallback_blueprints(features, self.settings.queries_per_doc, kept=exc.kept,
                                                      seed=zlib.crc32(doc_id.encode("utf-8")))
                     result.failures.append(Failure(stage="plan", kind="output", error=str(exc),
                                                    detail=answer_detail(exc, fallback="blueprints drawn in code",
-                                                                        blueprints=len(blueprints))))
+                                                                        blueprints=len(blueprints),
+                                                                        planned=len(exc.kept))))
             result.n_blueprints = len(blueprints)
             if not blueprints:
                 raise LMOutputError("no blueprint could be planned from the features", stage="plan")

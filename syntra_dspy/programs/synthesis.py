@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import dspy
 
-from syntra_dspy.errors import LMOutputError, QueriesIncomplete
+from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import language_name
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
@@ -175,9 +175,10 @@ class SynthesisProgram(dspy.Module):
         return clone
 
     # -- validated steps ---------------------------------------------------------------------------------
-    def _retrying(self, stage: str, call: Callable[[str, dict], T]) -> T:
-        """Call, validate, and on a rejected answer call again with a repair note (:func:`call_with_repair`)."""
-        return call_with_repair(stage, call, max_retries=self.max_retries)
+    def _retrying(self, stage: str, call: Callable[[str, dict], T], retries: int | None = None) -> T:
+        """Call, validate, and on a rejected answer call again with a repair note (:func:`call_with_repair`), at
+        most ``retries`` times (default: the program's ``max_retries``)."""
+        return call_with_repair(stage, call, max_retries=self.max_retries if retries is None else retries)
 
     def extract_features(self, document: str) -> Features:
         doc = ctx.clip(document, self.max_doc_chars)
@@ -189,9 +190,13 @@ class SynthesisProgram(dspy.Module):
         return self._retrying("extract", call)
 
     def plan_blueprints(
-        self, document: str, features: Features, count: int, already: Sequence[Blueprint] = ()
+        self, document: str, features: Features, count: int, already: Sequence[Blueprint] = (), *,
+        retries: int | None = None,
     ) -> list[Blueprint]:
-        """Exactly ``count`` valid, non-repeating blueprints (fewer only if the combinations run out)."""
+        """Exactly ``count`` valid, non-repeating blueprints (fewer only if the combinations run out).
+
+        ``retries`` (default: the program's ``max_retries``) bounds the repair calls. When the valid blueprints stay
+        too few, ``BlueprintsIncomplete`` carries those the planner did get right."""
         doc = ctx.clip(document, self.max_doc_chars)
         limit = len(features.identifiers)
         for dim in features.attributes:
@@ -220,7 +225,11 @@ class SynthesisProgram(dspy.Module):
 
         if count <= 0:
             return []
-        return self._retrying("plan", call)
+        try:
+            return self._retrying("plan", call, retries)
+        except LMOutputError as exc:
+            raise BlueprintsIncomplete(exc.message, kept=list(kept), stage="plan",
+                                       last_answer=exc.last_answer) from None
 
     def write_queries(
         self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = (),
@@ -298,13 +307,13 @@ class SynthesisProgram(dspy.Module):
                                                        form=f"{rule}\nExample queries:\n{examples}",
                                                        config={"max_tokens": 120})
         except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
-            logger.debug("rewriting %r failed: %s", query, exc)
+            logger.info("rewriting %r failed: %s", query, exc)
             return None
         text = " ".join(str(pred.rewritten or "").split()).strip().strip('"').strip()
         problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
                                 near_duplicate=self.near_duplicate)
         if problem is not None:
-            logger.debug("rewritten query %r rejected: %s", text, problem[0])
+            logger.info("rewritten query %r rejected: %s", text, problem[0])
             return None
         return text
 
