@@ -16,18 +16,18 @@ import dspy
 
 from syntra_dspy import __version__
 from syntra_dspy.artifacts import Artifact, canonical_json, check_artifact_root, load_artifact, save_artifact
-from syntra_dspy.corpus import Corpus, read_corpus
-from syntra_dspy.encoder import load_encoder
-from syntra_dspy.encoder_languages import check_encoder_languages, guess_task_languages
+from syntra_dspy.retrieval.corpus import Corpus, read_corpus
+from syntra_dspy.retrieval.encoder import load_encoder
+from syntra_dspy.retrieval.encoder_languages import check_encoder_languages, guess_task_languages
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.index import CorpusIndex
+from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.lm.roles import LMRoles
 from syntra_dspy.lm.usage import UsageMeter
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.programs.components import ComponentState, FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
-from syntra_dspy.retrieval import IndexCandidates, default_index_dir
-from syntra_dspy.selection import select_diverse
+from syntra_dspy.retrieval.sources import IndexCandidates, default_index_dir
+from syntra_dspy.retrieval.selection import select_diverse
 from syntra_dspy.task import EncoderSpec, TaskDefinition, TaskSpec, load_task
 
 logger = logging.getLogger(__name__)

@@ -138,12 +138,12 @@ def compare_strategies(
     ``comparison.md``, ``comparison.json`` and ``comparison.png`` (unless ``chart=False``) into ``out``.
     """
     from syntra_dspy import compiler
-    from syntra_dspy.corpus import read_corpus
-    from syntra_dspy.index import CorpusIndex
+    from syntra_dspy.retrieval.corpus import read_corpus
+    from syntra_dspy.retrieval.index import CorpusIndex
     from syntra_dspy.lm.roles import LMRoles
     from syntra_dspy.lm.usage import UsageMeter
-    from syntra_dspy.retrieval import IndexCandidates, default_index_dir
-    from syntra_dspy.selection import select_diverse
+    from syntra_dspy.retrieval.sources import IndexCandidates, default_index_dir
+    from syntra_dspy.retrieval.selection import select_diverse
 
     names = parse_strategies(strategies)
     spec = task if isinstance(task, TaskSpec) else load_task(task)

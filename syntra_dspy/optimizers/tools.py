@@ -20,7 +20,7 @@ from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.optimizers.text import clean_text
 from syntra_dspy.programs.authoring import ROLE_OF, InstructionAuthor
 from syntra_dspy.programs.synthesis import SynthesisProgram
-from syntra_dspy.retrieval import LexicalSourceRank
+from syntra_dspy.retrieval.sources import LexicalSourceRank
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

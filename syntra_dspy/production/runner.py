@@ -25,8 +25,8 @@ from typing import Any
 
 import dspy
 
-from syntra_dspy.corpus import Corpus
-from syntra_dspy.encoder import Encoder
+from syntra_dspy.retrieval.corpus import Corpus
+from syntra_dspy.retrieval.encoder import Encoder
 from syntra_dspy.errors import ConfigError, RunAbandoned, is_fatal_backend_error, stops_run
 from syntra_dspy.lm.endpoints import RoutedEngine
 from syntra_dspy.lm.guarded import GuardedLM, cancel_calls
@@ -51,7 +51,7 @@ from syntra_dspy.production.setup import (
 from syntra_dspy.production.store import RunStore, check_compatible
 from syntra_dspy.production.units import BackendState, DocumentResult
 from syntra_dspy.programs.judge import RelevanceJudge
-from syntra_dspy.selection import select_diverse
+from syntra_dspy.retrieval.selection import select_diverse
 from syntra_dspy.task import LMSpec
 
 logger = logging.getLogger(__name__)

@@ -18,15 +18,15 @@ import dspy
 from pydantic import ValidationError
 
 from syntra_dspy.artifacts import Artifact, load_artifact, render_prompts
-from syntra_dspy.corpus import Corpus, read_corpus
-from syntra_dspy.encoder import Encoder, load_encoder
+from syntra_dspy.retrieval.corpus import Corpus, read_corpus
+from syntra_dspy.retrieval.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError, DependencyError
-from syntra_dspy.index import CorpusIndex
+from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
 from syntra_dspy.manifest import CorpusRecord, EncoderRecord, Manifest
 from syntra_dspy.production.pipeline import UnitSettings
-from syntra_dspy.retrieval import default_index_dir
+from syntra_dspy.retrieval.sources import default_index_dir
 from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)

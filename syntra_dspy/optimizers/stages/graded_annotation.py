@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from syntra_dspy.candidates import JudgedCandidate, with_lexical
+from syntra_dspy.retrieval.candidates import JudgedCandidate, with_lexical
 from syntra_dspy.optimizers import judge_stage as js
 from syntra_dspy.optimizers.calibration import LabelledPair
 from syntra_dspy.optimizers.metric import StageMetric
