@@ -40,7 +40,7 @@ from syntra_dspy.programs.judge import Judgment, RelevanceJudge
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.programs.translation import QueryTranslator
 from syntra_dspy.redact import redact
-from syntra_dspy.retrieval.sources import IndexCandidates, LexicalCandidates, LexicalSourceRank
+from syntra_dspy.retrieval.sources import LexicalCandidates, LexicalSourceRank
 from syntra_dspy.signatures.types import Blueprint
 from syntra_dspy.task import CandidateSource
 from syntra_dspy.programs.validation import WriteTally, fallback_blueprints
@@ -301,7 +301,7 @@ def build_pipeline(inputs: ProductionInputs, judge: RelevanceJudge, *, slots: Ab
         if definition.cross_language:
             translator = QueryTranslator(definition.document_language)
     else:
-        searcher = LockedSearcher(IndexCandidates(inputs.corpus, inputs.encoder, inputs.index))
+        searcher = LockedSearcher(inputs.context.candidates)
     return DocumentPipeline(inputs.artifact.program, inputs.corpus, searcher, inputs.settings, slots=slots,
                             chunk_pool=chunk_pool, retry_temperature=retry_temperature, judge=judge,
                             lexical=lexical, translator=translator)
