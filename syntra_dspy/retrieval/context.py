@@ -39,10 +39,6 @@ class CorpusContext:
         index = CorpusIndex.load_or_build(corpus, encoder, index_dir or default_index_dir(corpus, encoder))
         return cls(corpus, encoder, index, setting or setting_of(encoder))
 
-    @property
-    def index_dir(self) -> Path | None:
-        return Path(self.index.path) if self.index.path is not None else None
-
     @cached_property
     def candidates(self) -> IndexCandidates:
         """Top-k candidate retrieval from the full index (the annotation check's and production's source)."""
