@@ -1,4 +1,5 @@
-"""Test mode: one Teleprompter per strategy, their loops, metrics and reports."""
+"""Test mode: the stages (``stages/``: task definition, extraction guidance, query instruction, annotation), each
+with its drafting, trial, metric and refinement, and one thin Teleprompter per strategy driving them; reports."""
 
 from __future__ import annotations
 
