@@ -25,7 +25,7 @@ MEASURES = "nDCG@20 Judged@20"
 
 def example_ranks(encoder, corpus, examples) -> list[int]:
     """1-based rank of each example's positive among every corpus document for the example's query."""
-    from syntra_dspy.index import CorpusIndex
+    from syntra_dspy.retrieval.index import CorpusIndex
 
     index = CorpusIndex.build(corpus, encoder, progress=False)
     hits = index.search(encoder.encode_queries([ex.query for ex in examples]), len(corpus))
@@ -39,8 +39,8 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write the table here (Markdown) and a .json beside it")
     args = ap.parse_args()
 
-    from syntra_dspy.corpus import read_corpus
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.corpus import read_corpus
+    from syntra_dspy.retrieval.encoder import load_encoder
     from syntra_dspy.evaluation import evaluate_model, load_neuclirtech
     from syntra_dspy.task import load_task
 

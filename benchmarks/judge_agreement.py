@@ -45,9 +45,9 @@ def calibration_samples(inputs, lm) -> list:
     """The artifact's calibration set graded again (DSPy's cache answers what the compile already graded)."""
     import dspy
 
-    from syntra_dspy.candidates import with_lexical
+    from syntra_dspy.retrieval.candidates import with_lexical
     from syntra_dspy.optimizers.judge_stage import calibration_set, grade_set, samples_of
-    from syntra_dspy.retrieval import IndexCandidates
+    from syntra_dspy.retrieval.sources import IndexCandidates
 
     program, s = inputs.artifact.program, inputs.artifact.meta.settings
     source = IndexCandidates(inputs.corpus, inputs.encoder, inputs.index)
@@ -110,7 +110,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the results are written")
     args = parser.parse_args()
 
-    from syntra_dspy.candidates import JudgedCandidate
+    from syntra_dspy.retrieval.candidates import JudgedCandidate
     from syntra_dspy.comparison.judge_eval import JudgmentLog, measure_agreement, paired_kappa_difference, score_judge
     from syntra_dspy.programs.judge_calibration import fit_calibration
 

@@ -160,7 +160,7 @@ def main() -> int:
     from syntra_dspy.production.setup import load_inputs, resolve_generator
     from syntra_dspy.query_form import copied_share
     from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
-    from syntra_dspy.validation import query_problem
+    from syntra_dspy.programs.validation import query_problem
 
     inputs = load_inputs(args.artifact)
     lm, _ = resolve_generator(inputs.artifact.meta, None)

@@ -47,7 +47,7 @@ def main() -> int:
     from syntra_dspy.programs import context as ctx
     from syntra_dspy.programs.synthesis import compose_instructions
     from syntra_dspy.query_form import copied_share
-    from syntra_dspy.validation import Features, QueriesRejected, WriteTally, check_queries, fallback_blueprints
+    from syntra_dspy.programs.validation import Features, QueriesRejected, WriteTally, check_queries, fallback_blueprints
 
     inputs, lm = load(args.artifact)
     program = inputs.artifact.program

@@ -1,4 +1,4 @@
-"""``compile_task``: task file → corpus, index and sample → test mode → a new artifact version."""
+"""``compile_task``: task file → corpus context and sample → test mode → a new artifact version."""
 
 from __future__ import annotations
 
@@ -16,18 +16,16 @@ import dspy
 
 from syntra_dspy import __version__
 from syntra_dspy.artifacts import Artifact, canonical_json, check_artifact_root, load_artifact, save_artifact
-from syntra_dspy.corpus import Corpus, read_corpus
-from syntra_dspy.encoder import load_encoder
-from syntra_dspy.encoder_languages import check_encoder_languages, guess_task_languages
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.index import CorpusIndex
 from syntra_dspy.lm.roles import LMRoles
 from syntra_dspy.lm.usage import UsageMeter
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.programs.components import ComponentState, FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
-from syntra_dspy.retrieval import IndexCandidates, default_index_dir
-from syntra_dspy.selection import select_diverse
+from syntra_dspy.retrieval.context import CorpusContext, setting_of
+from syntra_dspy.retrieval.corpus import Corpus, read_corpus
+from syntra_dspy.retrieval.encoder import Encoder, load_encoder
+from syntra_dspy.retrieval.encoder_languages import check_encoder_languages, guess_task_languages
 from syntra_dspy.task import EncoderSpec, TaskDefinition, TaskSpec, load_task
 
 logger = logging.getLogger(__name__)
@@ -75,19 +73,41 @@ def encoder_record(encoder: EncoderSpec, encoder_id: str) -> dict[str, Any]:
     return {**encoder.model_dump(mode="json", exclude_none=True), "model": absolute, "id": encoder_id}
 
 
-def sample_documents(corpus: Corpus, index: CorpusIndex, pairs: tuple[FewShotPair, ...],
-                     settings: CompileSettings) -> tuple[list[str], int]:
+def sample_documents(context: CorpusContext, pairs: tuple[FewShotPair, ...], settings: CompileSettings
+                     ) -> tuple[list[str], int]:
     """Diversity-aware selection (Algorithm 1), then a seeded sample of it for the trials.
 
     The few-shot positives are excluded so trials show the verifier documents it has not seen as examples.
     """
-    selected = select_diverse(index, target=settings.selection_target, tau=settings.selection_tau,
-                              seed=settings.seed)
+    selected = context.select(target=settings.selection_target, tau=settings.selection_tau, seed=settings.seed)
     exclude = {p.positive_id for p in pairs if p.positive_id}
     pool = [doc_id for doc_id in selected if doc_id not in exclude]
     rng = random.Random(settings.seed)
     sample = rng.sample(pool, min(settings.sample_docs, len(pool)))
     return sample, len(selected)
+
+
+def corpus_context(spec: TaskSpec, *, encoder: str | EncoderSpec | Encoder | None = None,
+                   index_dir: str | Path | None = None, source: str = "<task>"
+                   ) -> tuple[CorpusContext, tuple[FewShotPair, ...]]:
+    """The task's corpus context and its resolved examples: the corpus is read, the examples checked against it and
+    the encoder checked against the task's languages before any model loads (``encoder``: a name, a setting, or a
+    loaded encoder object, replacing the task file's setting)."""
+    corpus = read_corpus(spec.corpus.path, spec.corpus.format)
+    pairs = resolve_examples(spec, corpus, source=source)
+    given = encoder if encoder is not None and not isinstance(encoder, (str, EncoderSpec)) else None
+    setting = setting_of(given, spec.encoder_spec()) if given is not None else spec.encoder_spec(encoder)
+    check_task_encoder(spec, setting, pairs, source=source)
+    enc = given if given is not None else load_encoder(setting)
+    return CorpusContext.build(corpus, enc, setting=setting, index_dir=index_dir), pairs
+
+
+def check_context_corpus(spec: TaskSpec, context: CorpusContext) -> None:
+    """A corpus context read from another file than the task's corpus is refused (it would compile other data)."""
+    built = context.corpus.source
+    if built and not built.startswith("<") and Path(built).resolve() != Path(spec.corpus.path).resolve():
+        raise ConfigError(f"the corpus context was built over {built}, but the task's corpus is {spec.corpus.path}",
+                          field="context", hint="build the context from this task (compiler.corpus_context)")
 
 
 def compile_task(
@@ -99,14 +119,17 @@ def compile_task(
     lms: LMRoles | None = None,
     lm_overrides: dict[str, str] | None = None,
     lm_timeout: float | None = None,
-    encoder: str | EncoderSpec | None = None,
+    encoder: str | EncoderSpec | Encoder | None = None,
     index_dir: str | Path | None = None,
     optimizer_kwargs: dict[str, Any] | None = None,
+    context: CorpusContext | None = None,
 ) -> Artifact:
     """Compile a task into a frozen, versioned synthesis program and return the loaded artifact.
 
     ``lm_timeout`` (total seconds per request) overrides the task file's timeout for every served role. ``encoder``
-    replaces the task file's ``encoder`` setting; a cross-language task refuses one that cannot read both languages."""
+    (a name, a setting or a loaded encoder) replaces the task file's ``encoder`` setting; a cross-language task
+    refuses one that cannot read both languages. ``context`` is the task's corpus context built already (see
+    :func:`corpus_context`), in place of ``encoder`` and ``index_dir``."""
     started = time.perf_counter()
     source = str(task) if not isinstance(task, TaskSpec) else "<task>"
     spec = task if isinstance(task, TaskSpec) else load_task(task)
@@ -114,13 +137,16 @@ def compile_task(
         raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
     settings = settings or CompileSettings()
     check_artifact_root(out, spec.name)  # a bad --out or task name fails now, not after all the LM work
-    corpus = read_corpus(spec.corpus.path, spec.corpus.format)
-    pairs = resolve_examples(spec, corpus, source=source)
-    enc_spec = spec.encoder_spec(encoder)
-    check_task_encoder(spec, enc_spec, pairs, source=source)
-    enc = load_encoder(enc_spec)
-    index = CorpusIndex.load_or_build(corpus, enc, index_dir or default_index_dir(corpus, enc))
-    sample_ids, n_selected = sample_documents(corpus, index, pairs, settings)
+    if context is None:
+        context, pairs = corpus_context(spec, encoder=encoder, index_dir=index_dir, source=source)
+    elif encoder is not None or index_dir is not None:
+        raise ConfigError("give either a corpus context or an encoder and index folder, not both", field="context")
+    else:
+        check_context_corpus(spec, context)
+        pairs = resolve_examples(spec, context.corpus, source=source)
+        check_task_encoder(spec, context.setting, pairs, source=source)
+    corpus = context.corpus
+    sample_ids, n_selected = sample_documents(context, pairs, settings)
     logger.info("compile %s: %d docs, %d selected, %d sampled for trials", spec.name, len(corpus), n_selected,
                 len(sample_ids))
     roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
@@ -133,9 +159,9 @@ def compile_task(
     )
     # Through the Teleprompter entry point, so DSPy's compile callbacks see it; the report comes separately.
     program = optimizer.compile(student, trainset=pairs, documents=[corpus[i] for i in sample_ids],
-                                candidates=IndexCandidates(corpus, enc, index))
+                                candidates=context.candidates)
     report = optimizer.report
-    check_encoder_languages(program.state.task_definition, enc_spec, source=source)  # an inferred definition
+    check_encoder_languages(program.state.task_definition, context.setting, source=source)  # an inferred definition
     manifest = {
         "task": spec.name,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -150,10 +176,10 @@ def compile_task(
         "fingerprints": {
             "examples": fingerprint_examples(pairs),
             "corpus": corpus.fingerprint,
-            "encoder": enc.id,
-            "index": index.fingerprint,
+            "encoder": context.encoder.id,
+            "index": context.index.fingerprint,
         },
-        "encoder": encoder_record(enc_spec, enc.id),
+        "encoder": encoder_record(context.setting, context.encoder.id),
         "sample": {"selected": n_selected, "documents": sample_ids},
         "history": [loop.to_dict() for loop in report.loops],
         "record": optimizer.compile_record(),

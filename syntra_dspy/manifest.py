@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, CandidateSource, EncoderSpec, TaskDefinition
-from syntra_dspy.validation import NEAR_DUPLICATE
+from syntra_dspy.programs.validation import NEAR_DUPLICATE
 
 
 class _Open(BaseModel):

@@ -199,7 +199,7 @@ class TaskSpec(_Strict):
             return EncoderSpec(model=override)
         if self.encoder is not None:
             return self.encoder
-        from syntra_dspy.encoder import DEFAULT_ENCODER
+        from syntra_dspy.retrieval.encoder import DEFAULT_ENCODER
 
         return EncoderSpec(model=DEFAULT_ENCODER)
 

@@ -30,6 +30,6 @@ def fixtures() -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The default encoder, loaded once per test session."""
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     return load_encoder("all-MiniLM-L6-v2")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from syntra_dspy.corpus import Corpus, Document, corpus_from_documents, read_corpus
+from syntra_dspy.retrieval.corpus import Corpus, Document, corpus_from_documents, read_corpus
 from syntra_dspy.errors import InputError
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from syntra_dspy.encoder import Encoder
-from syntra_dspy.encoder_languages import check_encoder_languages, encoder_languages, guess_task_languages
+from syntra_dspy.retrieval.encoder import Encoder
+from syntra_dspy.retrieval.encoder_languages import check_encoder_languages, encoder_languages, guess_task_languages
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.task import EncoderSpec, TaskDefinition, load_task, parse_task
 

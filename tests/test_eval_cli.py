@@ -145,7 +145,7 @@ def test_eval_errors_exit_2_with_a_message(argv, message, capsys):
 
 
 def test_neuclirtech_template_is_a_valid_cross_language_task():
-    from syntra_dspy.corpus import read_corpus
+    from syntra_dspy.retrieval.corpus import read_corpus
     from syntra_dspy.task import load_task
 
     path = REPO / "templates" / "neuclirtech-clir.yaml"

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from syntra_dspy.corpus import Document, corpus_from_documents
+from syntra_dspy.retrieval.corpus import Document, corpus_from_documents
 from syntra_dspy.evaluation import DenseRetriever, EvalDataset, evaluate_model, read_qrels
 
 
@@ -88,7 +88,7 @@ def test_any_encoder_object_goes_through_exact_search():
 
 
 def test_dense_retriever_reuses_the_fingerprinted_index_cache(tmp_path, minilm):
-    from syntra_dspy.corpus import corpus_from_documents
+    from syntra_dspy.retrieval.corpus import corpus_from_documents
     from syntra_dspy.evaluation.retrieve import DenseRetriever
 
     corpus = corpus_from_documents([("a", "FGF21 protects against atherosclerosis."), ("b", "Notch signalling in tumours."),

@@ -166,7 +166,7 @@ def gemma():
 
     if installed_model_path("embeddinggemma-300m") is None:
         pytest.skip("EmbeddingGemma-300m is not installed: python -m syntra_dspy.models install embeddinggemma-300m")
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     return load_encoder("embeddinggemma-300m")
 
@@ -184,8 +184,8 @@ def test_multilingual_dense_evaluation_of_both_query_languages(nt, gemma, lang):
 
 @pytest.mark.slow
 def test_the_templates_examples_find_their_chinese_positive_first(gemma):
-    from syntra_dspy.corpus import read_corpus
-    from syntra_dspy.index import CorpusIndex
+    from syntra_dspy.retrieval.corpus import read_corpus
+    from syntra_dspy.retrieval.index import CorpusIndex
     from syntra_dspy.task import load_task
 
     task = load_task(REPO / "templates" / "neuclirtech-clir.yaml")

@@ -11,7 +11,8 @@ from test_compare_helpers import fast_encoder  # noqa: F401  (fixture)
 
 from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.optimizers import STRATEGIES, GEPASettings, GEPAStrategy
-from syntra_dspy.optimizers.gepa import _Metric
+from syntra_dspy.optimizers.gepa import FeedbackMetric
+from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.testing import GUIDANCE_MARK, LENIENT_MARK, STYLE_MARK, SyntraBrain
 
 
@@ -76,17 +77,23 @@ def test_gepa_can_be_limited_to_some_stages(tmp_path, fast_encoder):  # noqa: F8
 def test_metric_follows_gepas_five_argument_contract_and_memoises():
     judged = []
 
-    def judge(gold, pred):
-        judged.append(pred.answer)
-        return 2 / 3, "needs claims"
+    class OneStage:  # what FeedbackMetric reads of a stage
+        scale = 3.0
 
-    metric = _Metric(judge, key=lambda pred: pred.answer)
+        def example_key(self, trial):
+            return trial
+
+        def example_metric(self, attempt, outputs):
+            judged.append((attempt, outputs))
+            return Evaluation(2, False, "needs claims")
+
+    metric = FeedbackMetric(OneStage())
     inspect.signature(metric).bind(None, None, None, None, None)  # what dspy.GEPA checks
-    pred = dspy.Prediction(answer="a")
+    pred = dspy.Prediction(trial="a", instruction="write claims")
     first = metric(dspy.Example(), pred, None, "write", None)
     again = metric(dspy.Example(), pred)
     assert first.score == again.score == pytest.approx(2 / 3) and first.feedback == "needs claims"
-    assert judged == ["a"]
+    assert judged == [("write claims", ["a"])]
 
 
 def test_gepa_instructions_live_in_the_components_that_diff_and_prompts_read(tmp_path, fast_encoder):  # noqa: F811

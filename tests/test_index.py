@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from syntra_dspy.corpus import Document, corpus_from_documents, read_corpus
+from syntra_dspy.retrieval.corpus import Document, corpus_from_documents, read_corpus
 from syntra_dspy.errors import ConfigError, InputError
-from syntra_dspy.index import CorpusIndex, index_fingerprint
+from syntra_dspy.retrieval.index import CorpusIndex, index_fingerprint
 
 
 class CountingEncoder:
@@ -46,7 +46,7 @@ def test_encoder_basics(minilm) -> None:
 
 
 def test_encoder_unknown_name_is_config_error() -> None:
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     with pytest.raises(ConfigError, match="cannot load encoder"):
         load_encoder("no-such-org/no-such-model-xyz")
@@ -71,7 +71,7 @@ def test_build_then_reuse_then_rebuild(tmp_path: Path, corpus, minilm, caplog) -
     docs = list(corpus)
     changed = corpus_from_documents(docs[:-1] + [Document("new-doc", "", "A brand new abstract.")])
     enc2 = CountingEncoder(minilm)
-    with caplog.at_level("INFO", logger="syntra_dspy.index"):
+    with caplog.at_level("INFO", logger="syntra_dspy.retrieval.index"):
         rebuilt = CorpusIndex.load_or_build(changed, enc2, index_dir, progress=False)
     assert enc2.calls == 1 and "new-doc" in rebuilt.ids
     assert "fingerprint mismatch" in caplog.text
@@ -129,7 +129,7 @@ def test_cli_index_and_select(tmp_path: Path, fixtures: Path, minilm, monkeypatc
     from syntra_dspy import cli
     from syntra_dspy.cli import index_cmd
 
-    monkeypatch.setattr("syntra_dspy.encoder.load_encoder", lambda *a, **k: minilm)
+    monkeypatch.setattr("syntra_dspy.retrieval.encoder.load_encoder", lambda *a, **k: minilm)
     monkeypatch.chdir(tmp_path)
     corpus_path = fixtures / "corpus" / "csl_neuclir.jsonl"
     out = tmp_path / "sel.txt"
@@ -149,7 +149,7 @@ def test_cli_task_file(tmp_path: Path, fixtures: Path, shared_data: Path, minilm
                        capsys) -> None:
     from syntra_dspy import cli
 
-    monkeypatch.setattr("syntra_dspy.encoder.load_encoder", lambda *a, **k: minilm)
+    monkeypatch.setattr("syntra_dspy.retrieval.encoder.load_encoder", lambda *a, **k: minilm)
     corpus_path = fixtures / "corpus" / "scifact_head.jsonl"
     examples = "\n".join(f"  - {{query: q{i}, positive_id: '4983'}}" for i in range(3))
     task = tmp_path / "task.yaml"
@@ -160,7 +160,7 @@ def test_cli_task_file(tmp_path: Path, fixtures: Path, shared_data: Path, minilm
 
 
 def test_encoder_id_tracks_weights(tmp_path: Path) -> None:
-    from syntra_dspy.encoder import _weights_identity
+    from syntra_dspy.retrieval.encoder import _weights_identity
 
     (tmp_path / "config.json").write_text('{"hidden_size": 4}')
     weights = tmp_path / "model.safetensors"
@@ -190,7 +190,7 @@ class _StubModel:
 
 
 def test_encoder_uses_model_prompts() -> None:
-    from syntra_dspy.encoder import Encoder
+    from syntra_dspy.retrieval.encoder import Encoder
 
     gemma_like = _StubModel({"query": "task: search result | query: ", "document": "title: none | text: "})
     enc = Encoder(gemma_like, name="stub")

@@ -136,7 +136,7 @@ def test_the_relative_judge_settles_a_querys_labels_against_its_list():
     (alone,) = judge.judge("q", cands[:1])
     assert alone.klass != "positive"
     # `syntra agreement` logs each candidate's judgment as it is made, then settles the query's labels
-    from syntra_dspy.candidates import JudgedCandidate
+    from syntra_dspy.retrieval.candidates import JudgedCandidate
     from syntra_dspy.comparison.judge_eval import settle_rows
 
     judged_alone = [judge.judge("q", [c])[0] for c in cands]
@@ -194,7 +194,7 @@ def test_without_bm25_scores_the_hybrid_score_is_not_offered_and_cannot_be_force
 
 
 def test_a_judged_candidate_set_gets_bm25_scores_per_query_and_none_outside_the_corpus():
-    from syntra_dspy.candidates import JudgedCandidate, with_lexical
+    from syntra_dspy.retrieval.candidates import JudgedCandidate, with_lexical
 
     class Lexical:
         def __init__(self):

@@ -179,7 +179,7 @@ def test_the_cache_follows_syntra_cache_dir(monkeypatch, tmp_path):
 
 
 def test_loading_a_model_that_is_not_installed_gives_the_install_command(monkeypatch, tmp_path):
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     monkeypatch.setenv("SYNTRA_CACHE_DIR", str(tmp_path))
     with pytest.raises(DependencyError, match=r"python -m syntra_dspy\.models install embeddinggemma-300m"):

@@ -8,12 +8,12 @@ import shutil
 import pytest
 
 from syntra_dspy.errors import ArtifactError, ConfigError
-from syntra_dspy.index import CorpusIndex
+from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.languages import check_language
 from syntra_dspy.production import RunStore, StoreError, export_records, produce
 from syntra_dspy.production.setup import resolve_encoder
 from syntra_dspy.programs import context as ctx
-from syntra_dspy.selection import select_diverse
+from syntra_dspy.retrieval.selection import select_diverse
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 from test_produce_support import SabotageBrain, mini_artifact, prefix, read_jsonl, rows
@@ -29,7 +29,7 @@ def mini(tmp_path_factory):
 @pytest.fixture(scope="module")
 def corpus(mini):
     from syntra_dspy.artifacts import load_artifact
-    from syntra_dspy.corpus import read_corpus
+    from syntra_dspy.retrieval.corpus import read_corpus
 
     spec = load_artifact(mini[0]).manifest["task_spec"]["corpus"]
     return read_corpus(spec["path"], spec["format"])

@@ -6,7 +6,7 @@ import pytest
 
 from syntra_dspy.query_form import QueryForm, copied_share, shape, token_jaccard
 from syntra_dspy.signatures.types import AttributeChoice, Blueprint, WrittenQuery
-from syntra_dspy.validation import QueriesRejected, check_queries
+from syntra_dspy.programs.validation import QueriesRejected, check_queries
 
 CLAIMS = ["Environmental factors can influence the development of breast cancer.",
           "Fibroblast growth factor 21 protects against atherosclerosis by modulating adiponectin and SREBP2 levels.",

@@ -12,7 +12,7 @@ from syntra_dspy.programs.components import ComponentState, FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.task import TaskDefinition
 from syntra_dspy.testing import STYLE_MARK, SyntraBrain, scripted_lm
-from syntra_dspy.validation import WriteTally
+from syntra_dspy.programs.validation import WriteTally
 
 from test_produce_support import mini_artifact, rows
 from test_query_form import BLUEPRINTS, CLAIMS, DOC

@@ -66,7 +66,7 @@ def test_an_agreement_comparison_reuses_the_grades_of_an_artifact_with_the_same_
     import json
     from collections import Counter
 
-    from syntra_dspy.candidates import JudgedCandidate
+    from syntra_dspy.retrieval.candidates import JudgedCandidate
     from syntra_dspy.comparison.judge_eval import JudgmentLog, recalibrated_rows
     from syntra_dspy.programs.judge import RelevanceJudge
     from syntra_dspy.signatures.types import label_class

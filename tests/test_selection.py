@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.index import CorpusIndex
-from syntra_dspy.selection import IVFParams, select_diverse
+from syntra_dspy.retrieval.index import CorpusIndex
+from syntra_dspy.retrieval.selection import IVFParams, select_diverse
 
 
 def clustered_index(n_clusters: int = 40, per_cluster: int = 10, dim: int = 32, seed: int = 0,
@@ -97,7 +97,7 @@ def test_ivf_path_on_scifact_sized_input(shared_data: Path, caplog) -> None:
     base[1::7] = base[0::7][: len(base[1::7])] + 0.05 * rng.normal(size=base[1::7].shape)
     index = CorpusIndex.from_vectors(ids, base)
     started = time.perf_counter()
-    with caplog.at_level("INFO", logger="syntra_dspy.selection"):
+    with caplog.at_level("INFO", logger="syntra_dspy.retrieval.selection"):
         first = select_diverse(index, seed=42)
     elapsed = time.perf_counter() - started
     assert "IVF nlist=133 nprobe=11" in caplog.text

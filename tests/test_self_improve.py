@@ -166,7 +166,7 @@ def test_task_words_come_from_the_task_not_from_a_domain_list():
 
 
 def test_clean_text_drops_looping_sentences_but_keeps_structure():
-    from syntra_dspy.optimizers.self_improve import clean_text
+    from syntra_dspy.optimizers.text import clean_text
 
     looped = "```\nRole: a researcher.\n" + "The query must be easy to read. The query must be short. " * 30 + "\n- keep this\n```"
     assert clean_text(looped) == "Role: a researcher.\nThe query must be easy to read. The query must be short.\n- keep this"
@@ -174,7 +174,7 @@ def test_clean_text_drops_looping_sentences_but_keeps_structure():
 
 
 def test_clean_text_drops_sentences_that_repeat_an_earlier_one_with_a_word_changed():
-    from syntra_dspy.optimizers.self_improve import clean_text
+    from syntra_dspy.optimizers.text import clean_text
 
     # what the embedded 1.5B refiner wrote as SciFact's query instruction (shortened)
     looped = ("The query must be written in a clear and concise manner. The query must be written in a way that is "
@@ -189,7 +189,7 @@ def test_clean_text_drops_sentences_that_repeat_an_earlier_one_with_a_word_chang
 
 
 def test_clean_text_drops_a_sentence_the_token_budget_cut_off():
-    from syntra_dspy.optimizers.self_improve import clean_text
+    from syntra_dspy.optimizers.text import clean_text
 
     cut = "Relevant means it reports evidence on the claim. A label of 0 means"
     assert clean_text(cut) == "Relevant means it reports evidence on the claim."

@@ -335,7 +335,7 @@ def test_model_card_names_the_data_and_settings(trained: Path) -> None:
 def test_trained_model_differs_from_base_and_loads_back(trained: Path, minilm) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     merged = load_encoder(str(trained / "merged"))
     assert merged.query_prompt == "query"  # the instruction prefix travels with the model
@@ -354,7 +354,7 @@ def test_trained_model_differs_from_base_and_loads_back(trained: Path, minilm) -
 
 
 def test_same_seed_same_model(trained: Path, records_file: Path, tmp_path: Path) -> None:
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     cfg = TrainConfig(query_format=DEFAULT_QUERY_FORMAT, **FAST)
     result = train_embedding_model(records_file, base="all-MiniLM-L6-v2", out=tmp_path / "again",
@@ -382,7 +382,7 @@ def tiny_gemma(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from sentence_transformers.sentence_transformer.modules import Dense, Pooling
     from transformers import AutoTokenizer, Gemma3TextConfig, Gemma3TextModel
 
-    from syntra_dspy.encoder import bundled_minilm_path
+    from syntra_dspy.retrieval.encoder import bundled_minilm_path
 
     root = tmp_path_factory.mktemp("gemma")
     torch.manual_seed(0)
@@ -403,7 +403,7 @@ def tiny_gemma(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_gemma_layout_prompts_and_dense_head(tiny_gemma: Path, records_file: Path, tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     cfg = TrainConfig(**{**FAST, "learning_rate": 1e-3})
     result = train_embedding_model(records_file, base=str(tiny_gemma), out=tmp_path / "g", config=cfg,

@@ -24,7 +24,7 @@ from syntra_dspy.lm.scripted import ScriptedCall
 from syntra_dspy.production import RunStore, export_records, produce
 from syntra_dspy.programs.translation import QueryTranslator, check_translation, clean_translation
 from syntra_dspy.testing import SyntraBrain, fields_of, scripted_lm
-from syntra_dspy.validation import OutputRejected
+from syntra_dspy.programs.validation import OutputRejected
 
 from helpers import scripted_roles
 
@@ -93,7 +93,7 @@ class EnglishFirstBrain(ClirBrain):
 def clir(tmp_path_factory):
     """(artifact path, index dir, corpus) of the cross-language template compiled with the scripted brain."""
     import syntra_dspy.compiler as compiler
-    from syntra_dspy.corpus import read_corpus
+    from syntra_dspy.retrieval.corpus import read_corpus
     from syntra_dspy.optimizers import CompileSettings
 
     root = tmp_path_factory.mktemp("clir")

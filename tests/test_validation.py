@@ -6,7 +6,7 @@ import pytest
 
 from syntra_dspy.languages import check_language
 from syntra_dspy.signatures.types import AttributeChoice, AttributeDimension, Blueprint, CandidateLabel, Identifier, WrittenQuery
-from syntra_dspy.validation import OutputRejected, check_blueprints, check_labels, check_queries, clean_features
+from syntra_dspy.programs.validation import OutputRejected, check_blueprints, check_labels, check_queries, clean_features
 
 FEATURES = clean_features(
     [Identifier(kind="entity", text="FGF21"), Identifier(kind="relationship", text="FGF21 lowers SREBP2"),
@@ -148,7 +148,7 @@ def test_blueprint_choice_with_a_missing_dimension_name_is_resolved_by_its_optio
 
 
 def test_fallback_blueprints_follow_the_rules_without_repeats():
-    from syntra_dspy.validation import fallback_blueprints
+    from syntra_dspy.programs.validation import fallback_blueprints
 
     feats = clean_features([Identifier(kind="entity", text="A"), Identifier(kind="entity", text="B")],
                            [AttributeDimension(dimension="d1", options=["x", "y"]),
@@ -159,7 +159,7 @@ def test_fallback_blueprints_follow_the_rules_without_repeats():
 
 
 def test_fallback_blueprints_keep_the_planners_valid_ones_first_and_never_repeat_them():
-    from syntra_dspy.validation import fallback_blueprints
+    from syntra_dspy.programs.validation import fallback_blueprints
 
     feats = clean_features([Identifier(kind="entity", text="A"), Identifier(kind="entity", text="B")],
                            [AttributeDimension(dimension="d1", options=["x", "y"])])

@@ -59,10 +59,10 @@ def _corpus_source(args: argparse.Namespace) -> tuple[Path, str, EncoderSpec | s
 
 def run(args: argparse.Namespace) -> int:
     """Build/reuse the index, print counts; with --select, select and optionally write the ids."""
-    from syntra_dspy.corpus import read_corpus
-    from syntra_dspy.encoder import load_encoder
-    from syntra_dspy.index import CorpusIndex, index_fingerprint
-    from syntra_dspy.selection import select_diverse
+    from syntra_dspy.retrieval.corpus import read_corpus
+    from syntra_dspy.retrieval.encoder import load_encoder
+    from syntra_dspy.retrieval.index import CorpusIndex, index_fingerprint
+    from syntra_dspy.retrieval.selection import select_diverse
 
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}", field="batch-size")

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from syntra_dspy.corpus import FORMATS
+from syntra_dspy.retrieval.corpus import FORMATS
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.cli._args import positive_int, positive_int_or_all, positive_seconds, temperature
 

@@ -28,6 +28,7 @@ from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.manifest import Manifest
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
+from syntra_dspy.retrieval.encoder import Encoder
 from syntra_dspy.task import EncoderSpec, TaskSpec, load_task
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def compare_strategies(
     lms: Any = None,
     lm_overrides: dict[str, str | list[str]] | None = None,
     lm_timeout: float | None = None,
-    encoder: str | EncoderSpec | None = None,
+    encoder: str | EncoderSpec | Encoder | None = None,
     index_dir: str | Path | None = None,
     heldout: HeldoutOptions | None = None,
     strategy_options: dict[str, dict[str, Any]] | None = None,
@@ -138,12 +139,8 @@ def compare_strategies(
     ``comparison.md``, ``comparison.json`` and ``comparison.png`` (unless ``chart=False``) into ``out``.
     """
     from syntra_dspy import compiler
-    from syntra_dspy.corpus import read_corpus
-    from syntra_dspy.index import CorpusIndex
     from syntra_dspy.lm.roles import LMRoles
     from syntra_dspy.lm.usage import UsageMeter
-    from syntra_dspy.retrieval import IndexCandidates, default_index_dir
-    from syntra_dspy.selection import select_diverse
 
     names = parse_strategies(strategies)
     spec = task if isinstance(task, TaskSpec) else load_task(task)
@@ -152,31 +149,27 @@ def compare_strategies(
     out = Path(out)
     artifacts = Path(artifacts) if artifacts is not None else out / "artifacts"
     roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
-    corpus = read_corpus(spec.corpus.path, spec.corpus.format)
-    pairs = compiler.resolve_examples(spec, corpus)
-    compiler.check_task_encoder(spec, spec.encoder_spec(encoder), pairs,  # before any indexing
-                                source="<task>" if isinstance(task, TaskSpec) else str(task))
-    enc = compiler.load_encoder(spec.encoder_spec(encoder))
-    index_dir = index_dir or default_index_dir(corpus, enc)
-    index = CorpusIndex.load_or_build(corpus, enc, index_dir)
+    # One corpus context for every compile, the held-out material and the downstream runs.
+    context, pairs = compiler.corpus_context(spec, encoder=encoder, index_dir=index_dir,
+                                             source="<task>" if isinstance(task, TaskSpec) else str(task))
+    corpus = context.corpus
 
     compiled: list[Artifact] = []
     for name in names:
         logger.info("compare %s: compiling with strategy %s", spec.name, name)
         compiled.append(compiler.compile_task(spec, strategy=name, out=artifacts, settings=settings, lms=roles,
-                                              encoder=encoder, index_dir=index_dir,
-                                              optimizer_kwargs=(strategy_options or {}).get(name)))
+                                              context=context, optimizer_kwargs=(strategy_options or {}).get(name)))
 
     seed = heldout.seed if heldout.seed is not None else settings.seed
     used = {d for a in compiled for d in a.meta.sample.documents}
     used |= {p.positive_id for p in pairs if p.positive_id}
-    selected = select_diverse(index, target=settings.selection_target, tau=settings.selection_tau, seed=settings.seed)
+    selected = context.select(target=settings.selection_target, tau=settings.selection_tau, seed=settings.seed)
     docs = fresh_documents(selected, corpus.ids, exclude=used, n=heldout.docs, seed=seed + 1)
     items: tuple = ()
     description: dict[str, Any] = {"seed": seed, "excluded_documents": len(used), "unjudged_policy": heldout.unjudged}
     if heldout.qrels is not None:
         queries, labels = load_judgements(heldout.qrels, queries=heldout.queries)
-        items = annotation_items(queries, labels, corpus=corpus, search=IndexCandidates(corpus, enc, index).search,
+        items = annotation_items(queries, labels, corpus=corpus, search=context.candidates.search,
                                  exclude_queries=[p.query for p in pairs] + calibration_queries(compiled),
                                  options=heldout, seed=seed + 2)
         description["judgements"] = shown_path(heldout.qrels)
@@ -187,7 +180,7 @@ def compare_strategies(
         meter = UsageMeter()
         started = time.perf_counter()
         metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(
-            artifact, material, corpus, similarity=lambda q, d: float(enc.encode_queries([q])[0] @ index.vector(d)))
+            artifact, material, corpus, similarity=context.similarity)
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
         results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,
@@ -197,8 +190,8 @@ def compare_strategies(
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream
 
-        baseline = run_downstream(spec, results, options=downstream, corpus=corpus, encoder=enc,
-                                  index_dir=index_dir, lms=roles, out=out / "downstream")
+        baseline = run_downstream(spec, results, options=downstream, context=context, lms=roles,
+                                  out=out / "downstream")
     measure = downstream.measure if downstream is not None else None
     rule = rank(results, measure=measure)
     for r in results:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.retrieval.context import CorpusContext
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +34,10 @@ class DownstreamOptions:
     baseline: bool = True
 
 
-def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOptions, corpus: Any, encoder: Any,
-                   index_dir: Any, lms: Any, out: str | Path) -> dict[str, Any] | None:
-    """Fill ``result.downstream`` for every strategy; return the untrained baseline's scores (or None)."""
+def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOptions, context: CorpusContext,
+                   lms: Any, out: str | Path) -> dict[str, Any] | None:
+    """Fill ``result.downstream`` for every strategy; return the untrained baseline's scores (or None). Production
+    runs over the comparison's corpus context."""
     from syntra_dspy.evaluation import evaluate_model, load_dataset
     from syntra_dspy.evaluation.exclude import normalize_query
     from syntra_dspy.production import export_records, produce
@@ -52,9 +54,9 @@ def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOpti
         folder = out / f"{result.strategy}-{result.version}"
         folder.mkdir(parents=True, exist_ok=True)
         logger.info("downstream %s: producing from %d documents", result.strategy, options.docs)
-        made = produce(result.artifact, folder / "run.sqlite", corpus=corpus, docs=options.docs,
+        made = produce(result.artifact, folder / "run.sqlite", context=context, docs=options.docs,
                        queries_per_doc=options.queries_per_doc, concurrency=options.concurrency,
-                       generator=lms.generator, encoder=encoder, index_dir=index_dir, progress=False)
+                       generator=lms.generator, progress=False)
         exported = export_records(folder / "run.sqlite", folder / "records.jsonl")
         row: dict[str, Any] = {"records": exported.records, "queries": made.queries,
                                "produce_calls": made.calls, "produce_seconds": round(made.seconds, 1)}

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.candidates import JudgedCandidate, build_candidates, with_lexical
+from syntra_dspy.retrieval.candidates import JudgedCandidate, build_candidates, with_lexical
 from syntra_dspy.comparison.agreement import label_agreement
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
@@ -245,7 +245,7 @@ def candidates_to_json(candidates: Sequence[JudgedCandidate]) -> list[dict[str, 
 def lexical_witness(corpus: Any, query_language: str, document_language: str) -> Any:
     """BM25 over ``corpus`` for scoring candidates, when queries and documents share a language BM25 can tokenise
     (None otherwise)."""
-    from syntra_dspy.retrieval import LexicalSourceRank
+    from syntra_dspy.retrieval.sources import LexicalSourceRank
 
     if query_language.split("-")[0].lower() != document_language.split("-")[0].lower():
         return None

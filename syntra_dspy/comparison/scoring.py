@@ -21,7 +21,7 @@ from syntra_dspy.artifacts import Artifact
 from syntra_dspy.comparison.agreement import label_agreement
 from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.optimizers.self_improve import _score, clean_text
+from syntra_dspy.optimizers.text import clean_text, verifier_score
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.authoring import InstructionAuthor
@@ -45,7 +45,7 @@ class HeldoutScorer:
     def _judge(self, name: str, **inputs: Any) -> tuple[int, str]:
         with dspy.context(lm=self.lms.verifier, adapter=dspy.JSONAdapter()):
             pred = getattr(self.author, name)(**inputs)
-        return _score(pred.score), clean_text(pred.feedback)
+        return verifier_score(pred.score), clean_text(pred.feedback)
 
     def _generating(self, fn, *args, **kwargs):
         with dspy.context(lm=self.lms.generator, adapter=dspy.JSONAdapter()):

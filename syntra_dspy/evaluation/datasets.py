@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from syntra_dspy.corpus import Corpus, read_corpus
+from syntra_dspy.retrieval.corpus import Corpus, read_corpus
 from syntra_dspy.jsonl import json_objects
 from syntra_dspy.errors import ConfigError, InputError
 from syntra_dspy.evaluation.trec import Qrels, read_qrels

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from syntra_dspy.corpus import Corpus
+from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.evaluation.trec import Run
 
@@ -178,8 +178,8 @@ class DenseRetriever:
         self._ids = corpus.ids
         if index_root is not None and hasattr(encoder, "id"):
             # The same fingerprinted cache compile and produce use: a corpus is encoded once per encoder.
-            from syntra_dspy.index import CorpusIndex
-            from syntra_dspy.retrieval import default_index_dir
+            from syntra_dspy.retrieval.index import CorpusIndex
+            from syntra_dspy.retrieval.sources import default_index_dir
 
             cached = CorpusIndex.load_or_build(corpus, encoder, default_index_dir(corpus, encoder, index_root),
                                                batch_size=batch_size, progress=show_progress)
@@ -220,12 +220,12 @@ class DenseRetriever:
 
 def load_retriever(model: str | Any, corpus: Corpus, *, language: str = "en", batch_size: int = 32,
                    show_progress: bool = False, index_root: str | Path | None = None) -> Retriever:
-    """``"bm25"``, a model folder or name (via :func:`syntra_dspy.encoder.load_encoder`), an encoder
+    """``"bm25"``, a model folder or name (via :func:`syntra_dspy.retrieval.encoder.load_encoder`), an encoder
     object (with ``encode_queries``/``encode_documents``), or a ready :class:`Retriever`."""
     if isinstance(model, str):
         if model.strip().lower() == BM25_NAME:
             return BM25Retriever(corpus, language=language, show_progress=show_progress)
-        from syntra_dspy.encoder import load_encoder
+        from syntra_dspy.retrieval.encoder import load_encoder
 
         encoder = load_encoder(model)
         return DenseRetriever(encoder, corpus, batch_size=batch_size, show_progress=show_progress,

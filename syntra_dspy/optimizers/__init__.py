@@ -1,4 +1,5 @@
-"""Test mode: one Teleprompter per strategy, their loops, metrics and reports."""
+"""Test mode: the stages (``stages/``: task definition, extraction guidance, query instruction, annotation), each
+with its drafting, trial, metric and refinement, and one thin Teleprompter per strategy driving them; reports."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from syntra_dspy.optimizers.calibration import LabelledPair, read_label_file
 from syntra_dspy.optimizers.gepa import GEPASettings, GEPAStrategy
 from syntra_dspy.optimizers.human import FeedbackMismatchError, HumanCalibration, read_feedback
 from syntra_dspy.optimizers.loop import RefinementLoop, Review, ReviewRequest
+from syntra_dspy.optimizers.metric import StageMetric
 from syntra_dspy.optimizers.no_refinement import NoRefinement
 from syntra_dspy.optimizers.report import Attempt, CompileReport, Evaluation, LoopReport
 from syntra_dspy.optimizers.self_improve import SelfImprove
 from syntra_dspy.optimizers.settings import CompileSettings
+from syntra_dspy.optimizers.strategy import Strategy
 
 STRATEGIES = {"self-improve": SelfImprove, "none": NoRefinement, "human": HumanCalibration, "gepa": GEPAStrategy}
 
@@ -31,6 +34,8 @@ __all__ = [
     "Review",
     "ReviewRequest",
     "SelfImprove",
+    "StageMetric",
+    "Strategy",
     "annotation_check",
     "read_feedback",
     "read_label_file",

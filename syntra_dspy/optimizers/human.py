@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,9 +30,13 @@ from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.calibration import LabelledPair, labels_text, parse_labels_text, with_texts
 from syntra_dspy.optimizers.human_labels import label_source, read_human_labels
 from syntra_dspy.optimizers.loop import Review, ReviewRequest
-from syntra_dspy.optimizers.report import CompileReport, Evaluation
-from syntra_dspy.optimizers.self_improve import SelfImprove
+from syntra_dspy.optimizers.drive import refine_until_pass
+from syntra_dspy.optimizers.metric import StageMetric
+from syntra_dspy.optimizers.report import CompileReport, Evaluation, LoopReport
 from syntra_dspy.optimizers.settings import CompileSettings
+from syntra_dspy.optimizers.stages import Stage, TrialMaterial, build_stages, given_labels
+from syntra_dspy.optimizers.strategy import Strategy
+from syntra_dspy.optimizers.tools import StageTools
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer, labels_prompt_text, render_request
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.task import TaskDefinition
@@ -147,7 +151,7 @@ def parse_task_definition_text(text: str) -> TaskDefinition:
                          f"lines ({str(exc).splitlines()[0]})") from None
 
 
-class HumanCalibration(SelfImprove):
+class HumanCalibration(Strategy):
     """Self-improvement's loops with a person (or a replay of one) reviewing every attempt.
 
     ``feedback`` replays a recorded file; otherwise a ``TerminalReviewer`` asks on the terminal and every
@@ -162,7 +166,8 @@ class HumanCalibration(SelfImprove):
                  author: Any = None, feedback: str | Path | None = None, record: str | Path | None = None,
                  terminal: TerminalReviewer | None = None,
                  calibration: Sequence[LabelledPair] | None = None, labels: str | Path | None = None,
-                 label_queries: str | Path | None = None, reviewer: str | None = None) -> None:
+                 label_queries: str | Path | None = None, reviewer: str | None = None,
+                 metrics: Mapping[str, StageMetric] | None = None) -> None:
         settings = settings or CompileSettings()
         self.label_source: dict[str, Any] | None = None
         if labels is not None:
@@ -175,8 +180,8 @@ class HumanCalibration(SelfImprove):
         elif calibration:
             self.label_source = {"source": "labels given to the strategy", "pairs": len(calibration),
                                  "queries": sorted({p.query for p in calibration})}
-        super().__init__(settings=settings, lms=lms, meter=meter, author=author, review=self._review,
-                         calibration=calibration)
+        super().__init__(settings=settings, lms=lms, meter=meter, author=author, metrics=metrics)
+        self.calibration = tuple(calibration) if calibration else None
         self.events: list[FeedbackEvent] = []
         self.replaying = feedback is not None
         self.resuming = self.replaying and record is not None
@@ -186,12 +191,10 @@ class HumanCalibration(SelfImprove):
         self._terminal = (terminal or TerminalReviewer()) if asks else None
         self._recorder = FeedbackRecorder(record or self.feedback_path) if asks else None
         self.reviewer = reviewer or (default_reviewer() if asks else "")
-        self._corpus: Any = None
 
     # -- the strategy ----------------------------------------------------------------------------------------
     def run(self, student: SynthesisProgram, *, trainset: Sequence[Any], documents: Sequence[tr.TrialDocument],
             candidates: tr.CandidateSource | None) -> tuple[SynthesisProgram, CompileReport]:
-        self._corpus = getattr(candidates, "corpus", None)
         if self._recorder is not None:
             self._terminal.say(f"Human calibration: your decisions are recorded to {self._recorder.path}")
         program, report = super().run(student, trainset=trainset, documents=documents, candidates=candidates)
@@ -202,6 +205,14 @@ class HumanCalibration(SelfImprove):
                 f"{nxt.loop} attempt {nxt.attempt}: it was recorded for a different session",
                 path=self.feedback_path, line=nxt.seq, hint=_REPLAY_HINT)
         return program, report
+
+    def stages(self, tools: StageTools, material: TrialMaterial, *, infer_definition: bool) -> list[Stage]:
+        labels = given_labels(self.calibration) if self.calibration else self._asked_labels
+        return build_stages(tools, material, infer_definition=infer_definition, judge=self.settings.judge,
+                            metrics=self.metrics, labels=labels)
+
+    def drive(self, stage: Stage, program: SynthesisProgram) -> tuple[SynthesisProgram, LoopReport]:
+        return refine_until_pass(stage, program, review=self._review)
 
     def get_params(self) -> dict[str, Any]:
         return {**super().get_params(),
@@ -275,21 +286,19 @@ class HumanCalibration(SelfImprove):
             raise ValueError("the edited text is empty")
         return parse_task_definition_text(text) if loop == "task_definition" else text.strip()
 
-    def calibration_labels(self, program: SynthesisProgram, candidates: tr.CandidateSource, instruction: str
-                           ) -> tuple[LabelledPair, ...] | None:
-        if self.calibration:
-            return super().calibration_labels(program, candidates, instruction)
+    def _asked_labels(self, instruction: str, corpus: Any) -> tuple[LabelledPair, ...] | None:
+        """The annotation stage's label source when none were given: the person is asked (or the answer replayed)."""
         loop = "annotation_instruction"
         shown = labels_prompt_text(loop, instruction)
         event = self._replayed(loop, 0, "labels", shown)
         if event is not None:
             source = f"{self.feedback_path} line {event.seq}"
-            pairs = with_texts(parse_labels_text(event.text, source=source), self._corpus, source) if event.text else None
+            pairs = with_texts(parse_labels_text(event.text, source=source), corpus, source) if event.text else None
         else:
             while True:
                 pairs = self._terminal.calibration_labels(shown)
                 try:
-                    pairs = with_texts(pairs, self._corpus) if pairs else None
+                    pairs = with_texts(pairs, corpus) if pairs else None
                     break
                 except SyntraError as exc:
                     self._terminal.say(f"Cannot use those labels: {exc}")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from syntra_dspy.candidates import JudgedCandidate, build_candidates
+from syntra_dspy.retrieval.candidates import JudgedCandidate, build_candidates
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import FewShotPair

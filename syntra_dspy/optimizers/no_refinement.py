@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-from syntra_dspy.optimizers.self_improve import SelfImprove
+from collections.abc import Mapping
+from typing import Any
+
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.optimizers.drive import draft_only
+from syntra_dspy.optimizers.metric import StageMetric
+from syntra_dspy.optimizers.report import LoopReport
+from syntra_dspy.optimizers.settings import CompileSettings
+from syntra_dspy.optimizers.stages import Stage, TrialMaterial, build_stages
+from syntra_dspy.optimizers.strategy import Strategy
+from syntra_dspy.optimizers.tools import StageTools
+from syntra_dspy.programs.authoring import InstructionAuthor
+from syntra_dspy.programs.synthesis import SynthesisProgram
 
 
-class NoRefinement(SelfImprove):
+class NoRefinement(Strategy):
     """Drafts the task definition (when inferred) and the initial instructions once, and evaluates nothing."""
 
     strategy = "none"
-    evaluates = False
 
-    def adapt_task_definition(self, examples):
-        from syntra_dspy.optimizers.loop import unevaluated
-        from syntra_dspy.programs import context as ctx
+    def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
+                 author: InstructionAuthor | None = None, metrics: Mapping[str, StageMetric] | None = None) -> None:
+        super().__init__(settings=settings, lms=lms, meter=meter, author=author, metrics=metrics)
+        if self.metrics:
+            raise ConfigError(f"the none strategy evaluates nothing, so a metric for {', '.join(self.metrics)} "
+                              "would never be called", field="metrics",
+                              hint="use it with --strategy self-improve, human or gepa")
 
-        with self._stage("task_definition"):
-            definition = self.infer_task_definition(examples)
-        return definition, unevaluated("task_definition", ctx.task_definition_text(definition))
+    def stages(self, tools: StageTools, material: TrialMaterial, *, infer_definition: bool) -> list[Stage]:
+        # The written-label judge: the graded judge's calibration is fitted on trials, and none are run here.
+        return build_stages(tools, material, infer_definition=infer_definition, judge="written")
+
+    def drive(self, stage: Stage, program: SynthesisProgram) -> tuple[SynthesisProgram, LoopReport]:
+        return draft_only(stage, program)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.candidates import with_lexical
+from syntra_dspy.retrieval.candidates import with_lexical
 from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.optimizers import judge_stage as js
 from syntra_dspy.programs.judge_calibration import JudgeCalibration, fit_calibration

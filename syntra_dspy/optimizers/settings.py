@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from syntra_dspy.validation import NEAR_DUPLICATE
+from syntra_dspy.programs.validation import NEAR_DUPLICATE
 
 
 class CompileSettings(BaseModel):

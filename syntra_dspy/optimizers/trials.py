@@ -12,7 +12,7 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.signatures.types import Blueprint
-from syntra_dspy.validation import Features, WriteTally
+from syntra_dspy.programs.validation import Features, WriteTally
 
 
 class TrialDocument(Protocol):

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import dspy
 
-from syntra_dspy.corpus import Corpus
 from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete, is_retryable, stops_run
+from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.lm.usage import UsageMeter, submit_in_context
 from syntra_dspy.production.units import (
     Candidate,
@@ -40,10 +40,10 @@ from syntra_dspy.programs.judge import Judgment, RelevanceJudge
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.programs.translation import QueryTranslator
 from syntra_dspy.redact import redact
-from syntra_dspy.retrieval import IndexCandidates, LexicalCandidates, LexicalSourceRank
+from syntra_dspy.retrieval.sources import LexicalCandidates, LexicalSourceRank
 from syntra_dspy.signatures.types import Blueprint
 from syntra_dspy.task import CandidateSource
-from syntra_dspy.validation import WriteTally, fallback_blueprints
+from syntra_dspy.programs.validation import WriteTally, fallback_blueprints
 
 if TYPE_CHECKING:
     from syntra_dspy.production.setup import ProductionInputs
@@ -308,7 +308,7 @@ def build_pipeline(inputs: ProductionInputs, judge: RelevanceJudge, *, slots: Ab
         if definition.cross_language:
             translator = QueryTranslator(definition.document_language)
     else:
-        searcher = LockedSearcher(IndexCandidates(inputs.corpus, inputs.encoder, inputs.index))
+        searcher = LockedSearcher(inputs.context.candidates)
     return DocumentPipeline(inputs.artifact.program, inputs.corpus, searcher, inputs.settings, slots=slots,
                             chunk_pool=chunk_pool, retry_temperature=retry_temperature, judge=judge,
                             lexical=lexical, translator=translator)

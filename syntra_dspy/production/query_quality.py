@@ -12,7 +12,7 @@ from typing import Any
 
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.query_form import QueryForm, token_jaccard
-from syntra_dspy.validation import NEAR_DUPLICATE
+from syntra_dspy.programs.validation import NEAR_DUPLICATE
 
 
 def _artifact_json(meta: dict[str, Any], name: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 import syntra_dspy
-from syntra_dspy.corpus import Corpus
+from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.lm.roles import build_lm, prepare_lm
 from syntra_dspy.production.pipeline import build_pipeline, production_context

@@ -25,8 +25,9 @@ from typing import Any
 
 import dspy
 
-from syntra_dspy.corpus import Corpus
-from syntra_dspy.encoder import Encoder
+from syntra_dspy.retrieval.corpus import Corpus
+from syntra_dspy.retrieval.context import CorpusContext
+from syntra_dspy.retrieval.encoder import Encoder
 from syntra_dspy.errors import ConfigError, RunAbandoned, is_fatal_backend_error, stops_run
 from syntra_dspy.lm.endpoints import RoutedEngine
 from syntra_dspy.lm.guarded import GuardedLM, cancel_calls
@@ -51,8 +52,7 @@ from syntra_dspy.production.setup import (
 from syntra_dspy.production.store import RunStore, check_compatible
 from syntra_dspy.production.units import BackendState, DocumentResult
 from syntra_dspy.programs.judge import RelevanceJudge
-from syntra_dspy.selection import select_diverse
-from syntra_dspy.task import LMSpec
+from syntra_dspy.task import EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:
         if exhausted or (docs is not None and docs == sel["count"]):
             return
     settings = meta["settings"]
-    selected = select_diverse(inputs.index, target=docs, tau=settings["selection_tau"], seed=settings["seed"])
+    selected = inputs.context.select(target=docs, tau=settings["selection_tau"], seed=settings["seed"])
     planned = store.planned()
     if selected[: len(planned)] != planned:
         raise ConfigError("the diverse selection no longer starts with the stored plan", path=store.path,
@@ -166,11 +166,12 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             corpus_format: str | None = None, docs: int | None = None,
             queries_per_doc: int = DEFAULT_QUERIES_PER_DOC, top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
             concurrency: int = 4, generator: str | list[str] | LMSpec | dspy.LM | None = None, api_key_env: str | None = None,
-            encoder: str | Encoder | None = None, index_dir: str | Path | None = None, retry_failed: bool = False,
+            encoder: str | EncoderSpec | Encoder | None = None, index_dir: str | Path | None = None,
+            retry_failed: bool = False,
             retry_temperature: float = 0.7, progress: bool = True,
             max_consecutive_errors: int | None = None, artifact_key_env: str | None = None,
             timeout: float | None = None, retries: int | None = None, ray: RayOptions | None = None,
-            candidates: str | None = None) -> ProduceSummary:
+            candidates: str | None = None, context: CorpusContext | None = None) -> ProduceSummary:
     """Run (or resume) production from a compiled artifact into the SQLite run store ``store``.
 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
@@ -183,7 +184,8 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     (total seconds per request) and ``retries`` bound every call to a served generator. With ``ray``, the
     documents run on Ray workers (``concurrency`` calls in flight across them) and this process alone writes
     the store; the records are the same. ``candidates`` (``dense`` or ``bm25-translated``) overrides the task
-    file's candidate source; the store records which was used, and a resumed run must use the same.
+    file's candidate source; the store records which was used, and a resumed run must use the same. ``context``
+    is a corpus context built already (e.g. by a comparison), in place of ``corpus``, ``encoder`` and ``index_dir``.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", field="concurrency")
@@ -198,7 +200,8 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
         ray_module = cluster.enter_context(ray_connection(ray)) if ray is not None else None
         inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
                              index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k,
-                             chunk_size=chunk_size, artifact_key_env=artifact_key_env, candidates=candidates)
+                             chunk_size=chunk_size, artifact_key_env=artifact_key_env, candidates=candidates,
+                             context=context)
         lm, generator_info = resolve_generator(inputs.artifact.meta, generator, api_key_env,
                                                timeout=timeout, retries=retries)
         plan = None

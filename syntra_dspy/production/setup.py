@@ -18,15 +18,15 @@ import dspy
 from pydantic import ValidationError
 
 from syntra_dspy.artifacts import Artifact, load_artifact, render_prompts
-from syntra_dspy.corpus import Corpus, read_corpus
-from syntra_dspy.encoder import Encoder, load_encoder
+from syntra_dspy.retrieval.corpus import Corpus, read_corpus
+from syntra_dspy.retrieval.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError, DependencyError
-from syntra_dspy.index import CorpusIndex
+from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
 from syntra_dspy.manifest import CorpusRecord, EncoderRecord, Manifest
 from syntra_dspy.production.pipeline import UnitSettings
-from syntra_dspy.retrieval import default_index_dir
+from syntra_dspy.retrieval.context import CorpusContext
 from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
@@ -37,11 +37,23 @@ DEFAULT_TOP_K = 20
 
 @dataclass
 class ProductionInputs:
+    """The verified artifact, the corpus context production runs over, and the unit settings."""
+
     artifact: Artifact
-    corpus: Corpus
-    encoder: Encoder
-    index: CorpusIndex
+    context: CorpusContext
     settings: UnitSettings
+
+    @property
+    def corpus(self) -> Corpus:
+        return self.context.corpus
+
+    @property
+    def encoder(self) -> Encoder:
+        return self.context.encoder
+
+    @property
+    def index(self) -> CorpusIndex:
+        return self.context.index
 
 
 def load_verified(artifact_path: str | Path, key_env: str | None = None) -> Artifact:
@@ -110,9 +122,12 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
                 corpus_format: str | None = None, encoder: str | EncoderSpec | Encoder | None = None,
                 index_dir: str | Path | None = None, queries_per_doc: int = DEFAULT_QUERIES_PER_DOC,
                 top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
-                artifact_key_env: str | None = None, candidates: str | None = None) -> ProductionInputs:
+                artifact_key_env: str | None = None, candidates: str | None = None,
+                context: CorpusContext | None = None) -> ProductionInputs:
     """The verified artifact, corpus, encoder, index and unit settings; ``candidates`` (``dense`` or
-    ``bm25-translated``) overrides the task file's setting recorded in the artifact."""
+    ``bm25-translated``) overrides the task file's setting recorded in the artifact. ``context`` is a corpus
+    context built already (e.g. the one a comparison compiled with), in place of ``corpus``, ``encoder`` and
+    ``index_dir``."""
     artifact = load_verified(artifact_path, artifact_key_env)
     meta = artifact.meta
     chunk = chunk_size if chunk_size is not None else meta.settings.chunk_size
@@ -123,16 +138,21 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
     for name, value, low in (("queries_per_doc", queries_per_doc, 1), ("top_k", top_k, 1), ("chunk_size", chunk, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
-    docs = resolve_corpus(meta.task_spec.corpus, corpus, corpus_format)
-    enc = resolve_encoder(meta.fingerprints.encoder, encoder, setting=meta.encoder)
-    index = CorpusIndex.load_or_build(docs, enc, index_dir or default_index_dir(docs, enc))
+    if context is None:
+        docs = resolve_corpus(meta.task_spec.corpus, corpus, corpus_format)
+        enc = resolve_encoder(meta.fingerprints.encoder, encoder, setting=meta.encoder)
+        context = CorpusContext.build(docs, enc, index_dir=index_dir)
+    elif corpus is not None or encoder is not None or index_dir is not None:
+        raise ConfigError("give either a corpus context or a corpus, encoder and index folder, not both",
+                          field="context")
+    docs, enc, index = context.corpus, context.encoder, context.index
     fps = meta.fingerprints
     if docs.fingerprint == fps.corpus and enc.id == fps.encoder and index.fingerprint != fps.index:
         raise ConfigError("the index does not match the artifact's, though corpus and encoder do",
-                          path=index_dir, hint="delete the cached index folder so it is rebuilt")
+                          path=index.path, hint="delete the cached index folder so it is rebuilt")
     if docs.fingerprint != fps.corpus:
         logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
-    return ProductionInputs(artifact, docs, enc, index, UnitSettings(queries_per_doc, top_k, chunk, source))
+    return ProductionInputs(artifact, context, UnitSettings(queries_per_doc, top_k, chunk, source))
 
 
 def _recorded_sampling(meta: Manifest) -> dict[str, Any]:

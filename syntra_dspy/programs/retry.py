@@ -15,7 +15,7 @@ import dspy
 from dspy.utils.callback import BaseCallback
 
 from syntra_dspy.errors import LMOutputError
-from syntra_dspy.validation import OutputRejected
+from syntra_dspy.programs.validation import OutputRejected
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -29,7 +29,7 @@ from syntra_dspy.signatures import (
     WriteQueriesFromBlueprints,
 )
 from syntra_dspy.query_form import QueryForm
-from syntra_dspy.validation import (
+from syntra_dspy.programs.validation import (
     NEAR_DUPLICATE,
     Features,
     OutputRejected,

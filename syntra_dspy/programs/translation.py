@@ -18,7 +18,7 @@ from syntra_dspy.languages import check_language, language_name
 from syntra_dspy.programs.retry import call_with_repair
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures.translation import TranslateSearchText
-from syntra_dspy.validation import OutputRejected
+from syntra_dspy.programs.validation import OutputRejected
 
 _LABEL = re.compile(r"^\s*(translation|译文|翻译)\s*[:：]\s*", re.IGNORECASE)
 _QUOTES = "\"'“”‘’「」『』`"

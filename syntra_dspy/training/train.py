@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from syntra_dspy.encoder import check_device
+from syntra_dspy.retrieval.encoder import check_device
 from syntra_dspy.errors import ConfigError, InputError
 from syntra_dspy.training.card import render_model_card
 from syntra_dspy.training.config import TrainConfig, check_schedule
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 REPORT_FILE, CARD_FILE, ADAPTER_DIR, MERGED_DIR = "training.json", "README.md", "adapter", "merged"
-_DOC_PROMPTS = ("document", "passage", "corpus")  # the names syntra_dspy.encoder looks for
+_DOC_PROMPTS = ("document", "passage", "corpus")  # the names syntra_dspy.retrieval.encoder looks for
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def train_embedding_model(data: TrainingData | str | Path, *, base: str, out: st
 
     from transformers import set_seed
 
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
     from syntra_dspy.training._trainer import ProgressLog, Trainer
 
     encoder = load_encoder(base, device=config.device)
@@ -201,7 +201,7 @@ def _training_args(config: TrainConfig, output_dir: Path, *, precision: str, pro
 
 def _save_models(model: SentenceTransformer, base: str, staging: Path) -> None:
     """``adapter/`` from the trained model; ``merged/`` = a fresh base with that adapter folded in."""
-    from syntra_dspy.encoder import load_encoder
+    from syntra_dspy.retrieval.encoder import load_encoder
 
     model.eval()
     model.save(str(staging / ADAPTER_DIR), create_model_card=False)

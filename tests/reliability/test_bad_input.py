@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from syntra_dspy.cli import main
-from syntra_dspy.corpus import read_corpus
+from syntra_dspy.retrieval.corpus import read_corpus
 from syntra_dspy.errors import ConfigError, InputError
 from syntra_dspy.lm import OpenAICompatibleServer
 from syntra_dspy.production import ProductionAborted, produce

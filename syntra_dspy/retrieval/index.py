@@ -23,8 +23,8 @@ import numpy as np
 from syntra_dspy.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from syntra_dspy.corpus import Corpus
-    from syntra_dspy.encoder import Encoder
+    from syntra_dspy.retrieval.corpus import Corpus
+    from syntra_dspy.retrieval.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class CorpusIndex:
     def from_vectors(cls, ids: Sequence[str], vectors: np.ndarray, *, normalize: bool = True,
                      encoder_id: str | None = None) -> CorpusIndex:
         """An in-memory index from precomputed vectors (L2-normalised here unless ``normalize=False``)."""
-        from syntra_dspy.encoder import normalize as _normalize
+        from syntra_dspy.retrieval.encoder import normalize as _normalize
 
         vecs = _normalize(vectors) if normalize else np.asarray(vectors, dtype=np.float32)
         return cls(ids, vecs, encoder_id=encoder_id)

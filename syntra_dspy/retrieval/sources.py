@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from syntra_dspy.corpus import Corpus
-from syntra_dspy.encoder import Encoder
-from syntra_dspy.index import CorpusIndex, index_fingerprint
+from syntra_dspy.retrieval.corpus import Corpus
+from syntra_dspy.retrieval.encoder import Encoder
+from syntra_dspy.retrieval.index import CorpusIndex, index_fingerprint
 
 
 def default_index_dir(corpus: Corpus, encoder: Encoder, root: str | Path = ".syntra/index") -> Path:

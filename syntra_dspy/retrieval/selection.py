@@ -18,7 +18,7 @@ import numpy as np
 from syntra_dspy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from syntra_dspy.index import CorpusIndex
+    from syntra_dspy.retrieval.index import CorpusIndex
 
 logger = logging.getLogger(__name__)
 

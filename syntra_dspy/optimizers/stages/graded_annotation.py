@@ -1,0 +1,103 @@
+"""Stage 3 with the graded judge: the metric is agreement beyond chance on a calibration set (binary kappa and
+positive recall, see :mod:`~syntra_dspy.optimizers.judge_stage`), and the kept attempt's fitted calibration joins
+the program.
+
+The first attempt grades with the task definition and the fixed scale alone (plus any instruction the task
+gives): no drafted instruction, which on SciFact made the 1.5B model's grades flatter. Refinements add
+task-specific guidance written from the mismatches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from syntra_dspy.retrieval.candidates import JudgedCandidate, with_lexical
+from syntra_dspy.optimizers import judge_stage as js
+from syntra_dspy.optimizers.calibration import LabelledPair
+from syntra_dspy.optimizers.metric import StageMetric
+from syntra_dspy.optimizers.report import Evaluation
+from syntra_dspy.optimizers.stages.annotation import LabelSource, given_labels
+from syntra_dspy.optimizers.stages.base import Stage, TrialMaterial
+from syntra_dspy.optimizers.text import clean_text
+from syntra_dspy.optimizers.tools import StageTools
+from syntra_dspy.programs.grading import Grade
+from syntra_dspy.programs.judge_calibration import fit_calibration
+from syntra_dspy.programs.synthesis import SynthesisProgram
+
+logger = logging.getLogger(__name__)
+
+
+class GradedAnnotationStage(Stage[str, list["Grade | None"]]):
+    """Trial outputs: one grade per calibration candidate (``self.candidates``, in that order; None: unusable)."""
+
+    name = "annotation_instruction"
+    scale = 1.0
+
+    def __init__(self, tools: StageTools, material: TrialMaterial, *, metric: StageMetric | None = None,
+                 labels: LabelSource | None = None) -> None:
+        super().__init__(tools, material, metric=metric)
+        self.labels = labels or given_labels(None)
+        self.candidates: list[JudgedCandidate] = []
+
+    @property
+    def threshold(self) -> float:
+        return self.settings.judge_kappa_target
+
+    def draft(self) -> str:
+        return self.program.state.annotation_instruction
+
+    def prepare(self, initial: str) -> None:
+        """The calibration set: the few-shot queries' candidates, a judged dataset's, and confirmed labels."""
+        s, m = self.settings, self.material
+        found = js.calibration_set(m.examples, m.candidates, k=s.annotation_candidates,
+                                   controls=max(1, s.control_negatives), seed=s.seed, labels=s.calibration_labels,
+                                   label_queries=s.calibration_queries)
+        found += confirmed_candidates(m.candidates, self.labels(initial, m.corpus))
+        definition = self.program.state.task_definition
+        lexical = self.tools.lexical_ranker(self.program, m.candidates) if definition.query_language == \
+            definition.document_language else None
+        if lexical is not None:  # the hybrid judge's witness: BM25 scores are cheap next to a grade
+            found = with_lexical(found, lexical)
+        self.candidates = found
+        logger.info("annotation_instruction: graded judge, %d calibration candidates (%d queries)", len(found),
+                    len({c.query for c in found}))
+
+    def trial(self, attempt: str) -> list[Grade | None]:
+        return self.tools.generating(js.grade_set, self.program.with_components(annotation_instruction=attempt),
+                                     self.candidates, self.material.corpus)
+
+    def evaluate(self, attempt: str, outputs: list[Grade | None]) -> Evaluation:
+        s = self.settings
+        return js.evaluate_graded(self.candidates, outputs, self.material.corpus, feature=s.judge_feature,
+                                  kappa_target=s.judge_kappa_target, recall_target=s.judge_recall_target)
+
+    def refine(self, attempt: str, outputs: Any, evaluation: Evaluation) -> str:
+        # The mismatches are explained here, not in evaluate: only an attempt that is refined needs the
+        # explanation, and on a small CPU model it costs minutes.
+        feedback = evaluation.feedback
+        if evaluation.details.get("mismatches"):
+            feedback = clean_text(self.tools.call("explain_mismatches", task_context=self.task, instruction=attempt,
+                                                  mismatches=feedback).feedback) or feedback
+        return self.tools.revise("refine_annotation", "instruction", attempt, task_context=self.task,
+                                 current_instruction=attempt, feedback=feedback)
+
+    def adopt(self, program: SynthesisProgram, attempt: str, outputs: list[Grade | None] | None
+              ) -> SynthesisProgram:
+        """The instruction and the calibration fitted on its grades (none without a gradable known positive)."""
+        samples = js.samples_of(self.candidates, outputs or [])
+        judge = fit_calibration(samples, feature=self.settings.judge_feature) \
+            if any(x.gold == "positive" for x in samples) else None
+        return program.with_components(annotation_instruction=attempt, judge=judge)
+
+
+def confirmed_candidates(candidates: Any, pairs: Sequence[LabelledPair] | None) -> list[JudgedCandidate]:
+    """Human-confirmed labels (given to the strategy, or asked for by the human one) as calibration candidates."""
+    if not pairs:
+        return []
+    encoder = candidates.encoder
+    qvecs = encoder.encode_queries([p.query for p in pairs])
+    dvecs = encoder.encode_documents([p.text or "" for p in pairs])
+    return [JudgedCandidate(f"confirmed-{p.query[:40]}", p.query, p.doc_id, None, float(q @ d), p.label, "human",
+                            text=p.text) for p, q, d in zip(pairs, qvecs, dvecs)]

@@ -1,0 +1,19 @@
+"""The retrieval substrate compile, production and comparison share: the corpus, the encoder, the FAISS index,
+diversity-aware selection and candidate retrieval.
+
+``corpus`` reads BEIR, NeuCLIR CSL and TSV corpora; ``encoder`` loads a sentence-transformers model with its
+query and document prompts (``encoder_languages`` says which languages it reads); ``index`` is the fingerprinted
+inner-product index; ``selection`` is the paper's Algorithm 1; ``sources`` retrieves candidates (dense, or BM25 in
+the documents' language); ``candidates`` builds judged candidate sets; ``context`` builds all of it once per task.
+"""
+
+from __future__ import annotations
+
+from syntra_dspy.retrieval.corpus import Corpus, Document, read_corpus
+from syntra_dspy.retrieval.encoder import Encoder, load_encoder
+from syntra_dspy.retrieval.index import CorpusIndex
+from syntra_dspy.retrieval.selection import select_diverse
+from syntra_dspy.retrieval.sources import IndexCandidates, LexicalCandidates, LexicalSourceRank, default_index_dir
+
+__all__ = ["Corpus", "CorpusIndex", "Document", "Encoder", "IndexCandidates", "LexicalCandidates",
+           "LexicalSourceRank", "default_index_dir", "load_encoder", "read_corpus", "select_diverse"]
