@@ -153,6 +153,29 @@ def test_a_writer_of_questions_whose_restatements_fail_is_rejected_with_the_repa
     assert (tally.queries, tally.off_form, len(tally.notes)) == (6, 6, 3)
 
 
+class RestatesOnSecondTry(Recording):
+    """Writes questions; its first restatement is a question again, and restating that one gives the claim."""
+
+    @staticmethod
+    def rewrite(inputs):
+        query = inputs.get("query", "")
+        if query.startswith("Is it so that "):
+            return {"rewritten": query.removeprefix("Is it so that ").rstrip("?") + "."}
+        claim = SyntraBrain.rewrite(inputs)["rewritten"]
+        return {"rewritten": "Is it so that " + claim.rstrip(".") + "?"}
+
+
+def test_a_restatement_that_is_still_a_question_is_restated_once_more():
+    from syntra_dspy.programs.synthesis import REWRITE_TRIES
+
+    brain, tally = RestatesOnSecondTry(), WriteTally()
+    assert write(brain, instruction="", tally=tally) == ["Notch has broad supporting effects.",
+                                                          "Notch has specific refuting effects."]
+    assert len(brain.asked) == 1  # no new write call: each question cost two short rewrites
+    assert REWRITE_TRIES == 2 and brain.calls["rewrite"] == 2 * REWRITE_TRIES
+    assert tally.restated[0].startswith("What is known about Notch")
+
+
 def test_a_writer_that_heeds_the_note_is_repaired():
     brain, tally = HeedsNotes(), WriteTally()
     assert write(brain, instruction="", tally=tally) == ["Notch has broad supporting effects",
