@@ -176,6 +176,23 @@ def test_a_restatement_that_is_still_a_question_is_restated_once_more():
     assert tally.restated[0].startswith("What is known about Notch")
 
 
+class RecopiesOnRewrite(CopiesOnce):
+    """Copies a passage for blueprint 1, and its rewrite of the passage copies another one."""
+
+    @staticmethod
+    def rewrite(inputs):
+        return {"rewritten": "Notch receptors expressed on hematopoietic stem cells interact with their ligands on "
+                             "bone marrow stromal cells in vitro."}
+
+
+def test_a_rewrite_that_copies_again_gets_no_second_rewrite():
+    brain = RecopiesOnRewrite()
+    with pytest.raises(QueriesIncomplete) as caught:
+        write(brain)
+    assert caught.value.kept == {0: "Notch has broad supporting effects"}
+    assert brain.calls["rewrite"] == len(brain.asked) == 3  # one rewrite per write try, never a second
+
+
 def test_a_writer_that_heeds_the_note_is_repaired():
     brain, tally = HeedsNotes(), WriteTally()
     assert write(brain, instruction="", tally=tally) == ["Notch has broad supporting effects",

@@ -46,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 #: Rewrite calls a rejected query gets. Measured on the SciFact run's questions with the embedded 1.5B model
 #: (benchmarks/rewrite_questions.py): 9 of 12 questions that a first rewrite had answered with pass once rewritten
-#: again, so a second call rescues most of the blueprints a first one loses.
+#: again, so a second call rescues most of the blueprints a first one loses to form. Copied passages get one call:
+#: in the run's log a second rewrite of a copy was a copy again (or a question) every time.
 REWRITE_TRIES = 2
 T = TypeVar("T")
 
@@ -305,8 +306,8 @@ class SynthesisProgram(dspy.Module):
         """A rejected query rewritten by a short call to fix what was wrong (a question where the task's queries
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
-        call costs ten times as much. A rewrite that is still rejected is rewritten once more, with its own problem
-        (``REWRITE_TRIES``)."""
+        call costs ten times as much. A rewrite that still has the wrong form is rewritten once more, with its own
+        problem (``REWRITE_TRIES``)."""
         examples = "\n".join(f"- {ex.query}" for ex in self.state.examples)
         for _ in range(REWRITE_TRIES):
             try:
@@ -322,8 +323,10 @@ class SynthesisProgram(dspy.Module):
             if problem is None:
                 return text
             logger.info("rewritten query %r rejected: %s", text, problem[0])
-            if not text or text == query:
-                return None  # the same answer again would get the same rewrite
+            if not text or text == query or not problem[1]:
+                # Only a rewrite of the wrong form (a question again) is rewritten again: that is what a second
+                # call fixes; a passage copied again stays copied (SciFact run: every second try failed).
+                return None
             query, fix = text, problem[0]
         return None
 
