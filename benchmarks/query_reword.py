@@ -156,15 +156,12 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    from syntra_dspy.lm.roles import prepare_lm
-    from syntra_dspy.production.setup import load_inputs, resolve_generator
     from syntra_dspy.query_form import copied_share
+    from judge_agreement import load  # the artifact's inputs and its own generator, loaded once
     from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
     from syntra_dspy.programs.validation import query_problem
 
-    inputs = load_inputs(args.artifact)
-    lm, _ = resolve_generator(inputs.artifact.meta, None)
-    prepare_lm(lm)
+    inputs, lm = load(args.artifact)
     program, corpus = inputs.artifact.program, inputs.corpus
     lexical = LexicalSourceRank(corpus)
     dense = IndexCandidates(corpus, inputs.encoder, inputs.index)

@@ -93,12 +93,11 @@ def main() -> int:
     from syntra_dspy.languages import language_name
     from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.production.setup import load_inputs, resolve_generator
+    from judge_agreement import load  # the artifact's inputs and its own generator, loaded once
     from syntra_dspy.programs.validation import query_problem
     from syntra_dspy.signatures.queries import RewriteRejectedQuery
 
-    inputs = load_inputs(args.artifact)
-    lm, _ = resolve_generator(inputs.artifact.meta, None)
-    prepare_lm(lm)
+    inputs, lm = load(args.artifact)
     program, corpus = inputs.artifact.program, inputs.corpus
     form = program.query_form()
     rule = f"Write every query in {language_name('en')}" + (f", {form.rule()}." if form is not None else ".")
