@@ -2,7 +2,7 @@
 
 GEPA (``dspy.GEPA``) evolves predictor instructions by reflecting on traces with textual feedback. Here each
 stage with synthesis steps becomes one GEPA run over those steps (extraction; planning and writing; annotation),
-scored one trial at a time by the stage's metric (:meth:`Stage.example_metric`: the verifier's 0-3 score scaled to
+scored one trial at a time by the stage's metric (:meth:`GEPAReadyStage.example_metric`: the verifier's 0-3 score scaled to
 0-1 with its feedback for extraction and queries, the annotation check every strategy uses for annotation, or the
 user's metric when one is plugged in). GEPA rewrites the steps' whole instructions, so its result is a component
 of its own (``step_instructions``: the whole instruction of a step, in place of the one composed from the other
@@ -23,7 +23,7 @@ from syntra_dspy.optimizers.loop import UsageProbe, unevaluated
 from syntra_dspy.optimizers.metric import StageMetric
 from syntra_dspy.optimizers.report import Attempt, LoopReport
 from syntra_dspy.optimizers.settings import CompileSettings
-from syntra_dspy.optimizers.stages import GEPATrials, Stage, TrialMaterial, build_stages
+from syntra_dspy.optimizers.stages import GEPAReadyStage, GEPATrials, Stage, TrialMaterial, build_stages
 from syntra_dspy.optimizers.strategy import Strategy
 from syntra_dspy.optimizers.tools import StageTools
 from syntra_dspy.programs.authoring import InstructionAuthor
@@ -48,10 +48,10 @@ class GEPASettings(BaseModel):
 
 
 class FeedbackMetric:
-    """GEPA's five-argument feedback metric over one stage's :meth:`~Stage.example_metric`, scaled to 0-1;
+    """GEPA's five-argument feedback metric over one stage's :meth:`~GEPAReadyStage.example_metric`, scaled to 0-1;
     judgements are memoised per trial, because GEPA asks again for feedback on runs it has already scored."""
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: GEPAReadyStage) -> None:
         self.stage = stage
         self.cache: dict[str, tuple[float, str]] = {}
 
@@ -96,7 +96,7 @@ class GEPAStrategy(Strategy):
         report, texts = self._optimize(stage, trials)
         return stage.adopt_steps(program, texts), report
 
-    def _optimize(self, stage: Stage, trials: GEPATrials) -> tuple[LoopReport, dict[str, str]]:
+    def _optimize(self, stage: GEPAReadyStage, trials: GEPATrials) -> tuple[LoopReport, dict[str, str]]:
         """Run GEPA on one stage; return its report and the best candidate's instruction per step."""
         g, name = self.gepa, stage.name
         threshold = stage.threshold / stage.scale

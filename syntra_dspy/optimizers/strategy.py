@@ -8,6 +8,7 @@ A strategy is a thin driver: it says which stages it runs (:meth:`Strategy.stage
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -25,7 +26,7 @@ from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 
 
-class Strategy(Teleprompter):
+class Strategy(Teleprompter, ABC):
     """Base of the strategies. ``metrics`` replaces a stage's own metric by the user's, keyed by stage name (see
     :class:`~syntra_dspy.optimizers.metric.StageMetric`)."""
 
@@ -86,8 +87,10 @@ class Strategy(Teleprompter):
                                       time.perf_counter() - started)
 
     # -- what a strategy decides -----------------------------------------------------------------------------
+    @abstractmethod
     def stages(self, tools: StageTools, material: TrialMaterial, *, infer_definition: bool) -> list[Stage]:
-        raise NotImplementedError
+        """The stages this strategy runs, in order."""
 
+    @abstractmethod
     def drive(self, stage: Stage, program: SynthesisProgram) -> tuple[SynthesisProgram, LoopReport]:
-        raise NotImplementedError
+        """Run one stage on ``program``: the program with the stage's result, and the stage's report."""

@@ -322,12 +322,13 @@ class SynthesisProgram(dspy.Module):
                                     near_duplicate=self.near_duplicate)
             if problem is None:
                 return text
-            logger.info("rewritten query %r rejected: %s", text, problem[0])
-            if not text or text == query or not problem[1]:
+            why, off_form = problem
+            logger.info("rewritten query %r rejected: %s", text, why)
+            if not text or text == query or not off_form:
                 # Only a rewrite of the wrong form (a question again) is rewritten again: that is what a second
                 # call fixes; a passage copied again stays copied (SciFact run: every second try failed).
                 return None
-            query, fix = text, problem[0]
+            query, fix = text, why
         return None
 
     def query_form(self) -> QueryForm | None:

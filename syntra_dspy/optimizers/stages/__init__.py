@@ -7,7 +7,7 @@ from typing import Literal
 
 from syntra_dspy.optimizers.metric import StageMetric
 from syntra_dspy.optimizers.stages.annotation import AnnotationStage, LabelSource, given_labels
-from syntra_dspy.optimizers.stages.base import GEPATrials, Stage, TrialMaterial, TrialModule
+from syntra_dspy.optimizers.stages.base import GEPAReadyStage, GEPATrials, Stage, TrialMaterial, TrialModule
 from syntra_dspy.optimizers.stages.definition import TaskDefinitionStage
 from syntra_dspy.optimizers.stages.extraction import ExtractionStage
 from syntra_dspy.optimizers.stages.graded_annotation import GradedAnnotationStage
@@ -29,5 +29,5 @@ def build_stages(tools: StageTools, material: TrialMaterial, *, infer_definition
             annotation(tools, material, metric=metrics.get("annotation_instruction"), labels=labels)]
 
 
-__all__ = ["AnnotationStage", "ExtractionStage", "GEPATrials", "GradedAnnotationStage", "LabelSource", "QueryStage",
+__all__ = ["AnnotationStage", "ExtractionStage", "GEPAReadyStage", "GEPATrials", "GradedAnnotationStage", "LabelSource", "QueryStage",
            "Stage", "TaskDefinitionStage", "TrialMaterial", "TrialModule", "build_stages", "given_labels"]

@@ -16,7 +16,7 @@ from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.annotation_check import annotation_check
 from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
 from syntra_dspy.optimizers.report import Evaluation
-from syntra_dspy.optimizers.stages.base import GEPATrials, Stage, TrialMaterial, TrialModule
+from syntra_dspy.optimizers.stages.base import GEPAReadyStage, GEPATrials, TrialMaterial, TrialModule
 from syntra_dspy.optimizers.text import clean_text
 from syntra_dspy.optimizers.tools import StageTools
 from syntra_dspy.optimizers.metric import StageMetric
@@ -35,7 +35,7 @@ def given_labels(pairs: Sequence[LabelledPair] | None) -> LabelSource:
     return source
 
 
-class AnnotationStage(Stage[str, list[Any]]):
+class AnnotationStage(GEPAReadyStage[str, list[Any]]):
     name = "annotation_instruction"
     steps = ("annotate",)
     scale = 1.0

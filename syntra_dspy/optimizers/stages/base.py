@@ -9,13 +9,14 @@ Strategies drive stages; they never reach into one. The contract, in the order a
 - ``trial(attempt)``, ``metric(attempt, outputs)``, ``refine(attempt, outputs, evaluation)``: one turn of a loop;
 - ``adopt(program, attempt, outputs)``: the program with the kept attempt written into its components, the one
   place instructions come from (``program.json``, the rendered prompts and ``artifacts diff`` all read them);
-- for ``dspy.GEPA``: ``steps`` (the synthesis steps whose whole instructions GEPA may rewrite),
+- for ``dspy.GEPA`` (a ``GEPAReadyStage``): ``steps`` (the synthesis steps whose whole instructions GEPA may rewrite),
   ``gepa_trials(program)`` (a module over those steps and its trainset), ``example_metric`` and ``example_key``
   (one trial's judgement, memoised by key) and ``adopt_steps(program, texts)``.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
@@ -59,7 +60,7 @@ class GEPATrials:
     trainset: list[dspy.Example]
 
 
-class Stage(Generic[A, O]):
+class Stage(ABC, Generic[A, O]):
     """Base of the four stages; ``metric`` is the stage's own unless the user plugged one in."""
 
     name: ClassVar[str]
@@ -85,51 +86,41 @@ class Stage(Generic[A, O]):
         """The task context every verifier and refiner prompt of the stage starts from."""
         return ctx.task_context(self.program.state.task_definition)
 
+    @abstractmethod
     def draft(self) -> A:
-        raise NotImplementedError
+        """The initial attempt: the program's own text, or one an LM drafts."""
 
     def prepare(self, initial: A) -> None:
         """Nothing to prepare by default."""
 
+    @abstractmethod
     def trial(self, attempt: A) -> O:
-        raise NotImplementedError
+        """The attempt run on the stage's trial material."""
 
+    @abstractmethod
     def evaluate(self, attempt: A, outputs: O) -> Evaluation:
         """The stage's own metric."""
-        raise NotImplementedError
 
     def metric(self, attempt: A, outputs: O) -> Evaluation:
         if self.custom_metric is None:
             return self.evaluate(attempt, outputs)
         return evaluated(self.name, self.custom_metric, attempt, outputs)
 
+    @abstractmethod
     def refine(self, attempt: A, outputs: O, evaluation: Evaluation) -> A:
-        raise NotImplementedError
+        """The next attempt, written from this one's evaluation."""
 
+    @abstractmethod
     def adopt(self, program: SynthesisProgram, attempt: A, outputs: O | None) -> SynthesisProgram:
-        raise NotImplementedError
+        """The program with ``attempt`` written into its components."""
 
     def describe(self, attempt: A) -> str:
         return str(attempt)
 
     # -- for dspy.GEPA ---------------------------------------------------------------------------------------
     def gepa_trials(self, program: SynthesisProgram) -> GEPATrials | None:
-        """None: nothing for GEPA to run on."""
+        """None: nothing for GEPA to run on (see ``GEPAReadyStage``)."""
         return None
-
-    def example_judgement(self, attempt: str, outputs: list[Any]) -> Evaluation:
-        """The stage's own judgement of one GEPA trial."""
-        raise NotImplementedError
-
-    def example_metric(self, attempt: str, outputs: list[Any]) -> Evaluation:
-        """One GEPA trial judged (``outputs`` holds that one trial): the user's metric when one is plugged in."""
-        if self.custom_metric is None:
-            return self.example_judgement(attempt, outputs)
-        return evaluated(self.name, self.custom_metric, attempt, outputs)
-
-    def example_key(self, trial: Any) -> str:
-        """What identifies a GEPA trial's outputs: GEPA asks again for feedback on runs it already scored."""
-        raise NotImplementedError
 
     def adopt_steps(self, program: SynthesisProgram, texts: dict[str, str]) -> SynthesisProgram:
         """A copy that sends GEPA's whole-step instructions: they become components, so ``program.json``, the
@@ -138,6 +129,28 @@ class Stage(Generic[A, O]):
 
     def steps_text(self, program: SynthesisProgram) -> str:
         return "\n\n".join(f"## {s}\n{getattr(program, s).signature.instructions}" for s in self.steps)
+
+
+class GEPAReadyStage(Stage[A, O]):
+    """A stage ``dspy.GEPA`` can tune: its trials as a module and trainset, and a judgement of one trial."""
+
+    @abstractmethod
+    def gepa_trials(self, program: SynthesisProgram) -> GEPATrials | None:
+        """The stage's steps as a module over its trials (None when there is nothing to run on)."""
+
+    @abstractmethod
+    def example_judgement(self, attempt: str, outputs: list[Any]) -> Evaluation:
+        """The stage's own judgement of one GEPA trial."""
+
+    def example_metric(self, attempt: str, outputs: list[Any]) -> Evaluation:
+        """One GEPA trial judged (``outputs`` holds that one trial): the user's metric when one is plugged in."""
+        if self.custom_metric is None:
+            return self.example_judgement(attempt, outputs)
+        return evaluated(self.name, self.custom_metric, attempt, outputs)
+
+    @abstractmethod
+    def example_key(self, trial: Any) -> str:
+        """What identifies a GEPA trial's outputs: GEPA asks again for feedback on runs it already scored."""
 
 
 class _Hidden:

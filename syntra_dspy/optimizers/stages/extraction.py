@@ -7,12 +7,12 @@ import dspy
 
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.report import Evaluation
-from syntra_dspy.optimizers.stages.base import GEPATrials, Stage, TrialModule
+from syntra_dspy.optimizers.stages.base import GEPAReadyStage, GEPATrials, TrialModule
 from syntra_dspy.optimizers.text import clean_text, verifier_score
 from syntra_dspy.programs.synthesis import SynthesisProgram
 
 
-class ExtractionStage(Stage[str, list[tr.FeatureTrial]]):
+class ExtractionStage(GEPAReadyStage[str, list[tr.FeatureTrial]]):
     """Its kept trials are the query stage's input (``material.features``)."""
 
     name = "idattr"

@@ -13,13 +13,13 @@ import dspy
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.query_measures import measure_problems, measure_queries
 from syntra_dspy.optimizers.report import Evaluation
-from syntra_dspy.optimizers.stages.base import GEPATrials, Stage, TrialModule
+from syntra_dspy.optimizers.stages.base import GEPAReadyStage, GEPATrials, TrialModule
 from syntra_dspy.optimizers.text import clean_text, verifier_score
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.synthesis import SynthesisProgram
 
 
-class QueryStage(Stage[str, list[tr.QueryTrial]]):
+class QueryStage(GEPAReadyStage[str, list[tr.QueryTrial]]):
     """Writes queries for the extraction stage's kept trials (``material.features``)."""
 
     name = "query_instruction"
