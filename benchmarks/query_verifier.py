@@ -38,11 +38,10 @@ GROUPS = ("people", "synthetic", "questions", "copied")
 
 
 def auc(pos: list[float], neg: list[float]) -> float | None:
-    """P(a positive scores above a negative), ties counting half."""
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+    """P(a positive scores above a negative), ties counting half (the judge calibration's ``roc_auc``)."""
+    from syntra_dspy.programs.judge_calibration import roc_auc
+
+    return roc_auc([*pos, *neg], [True] * len(pos) + [False] * len(neg))
 
 
 def groups_of(args, examples: set[str]) -> dict[str, list[tuple[str, str]]]:
