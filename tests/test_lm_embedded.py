@@ -153,7 +153,7 @@ def test_json_schema_reaches_llama_as_a_grammar_request(fake_llama):
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         pred = dspy.Predict(Rate)(document="doc")
     assert pred.result == Scored(query="q", score=2)
-    (call,) = embedded._LOADED[(str(fake_llama.resolve()), 4096)].llama.calls
+    (call,) = next(iter(embedded._LOADED.values())).llama.calls
     fmt = call["response_format"]
     assert fmt["type"] == "json_object" and fmt["schema"]["required"] == ["result"]
     assert fmt["schema"]["$defs"]["Scored"]["properties"].keys() == {"query", "score"}
@@ -179,7 +179,7 @@ def test_top_level_lists_must_have_an_item_under_the_grammar(fake_llama):
             dspy.Predict(Listed)(document="doc")
         except Exception:  # the fake model's canned answer does not fit; only the request matters here
             pass
-    call = embedded._LOADED[(str(fake_llama.resolve()), 4096)].llama.calls[0]
+    call = next(iter(embedded._LOADED.values())).llama.calls[0]
     props = call["response_format"]["schema"]["properties"]
     assert props["queries"]["type"] == "array" and props["queries"]["minItems"] == 1
     assert "minItems" not in props["note"]
@@ -194,6 +194,20 @@ def test_one_llama_per_file_and_context_size(fake_llama):
     assert first.load().llama.init["verbose"] is False
     embedded.release_models()
     assert embedded._LOADED == {}
+
+
+def test_saved_prompt_states_are_on_by_default_and_can_be_turned_off(fake_llama):
+    from syntra_dspy.lm.prompt_states import PromptStateCache
+
+    default = LlamaCppEngine(fake_llama, n_ctx=4096).load().llama
+    assert isinstance(default.cache, PromptStateCache)
+    assert default.cache.capacity_bytes == embedded.DEFAULT_PROMPT_CACHE_BYTES
+    off = LlamaCppEngine(fake_llama, n_ctx=4096, prompt_cache_bytes=0).load().llama
+    assert off is not default and getattr(off, "cache", None) is None
+    assert LlamaCppEngine.load_state(LlamaCppEngine(fake_llama, prompt_cache_bytes=0).dump_state()) \
+        .prompt_cache_bytes == 0
+    with pytest.raises(ConfigError, match="prompt_cache_bytes"):
+        LlamaCppEngine(fake_llama, prompt_cache_bytes=-1)
 
 
 def test_request_settings_override_the_deterministic_defaults(fake_llama):
@@ -329,3 +343,47 @@ def test_real_first_token_probabilities_equal_llama_cpps_logits_all_path():
     finally:
         reference.close()
         embedded.release_models()
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not _HAVE_SMALL, reason="needs llama-cpp-python and the 0.5B parts")
+def test_real_saved_prompt_states_restore_a_steps_instruction_and_answer_as_without_them():
+    """Two steps called in turn, as production does. With saved states each step's instruction is restored, not
+    evaluated again, and every answer and label probability equals the engine's without saved states when that one
+    sees each step's calls back to back (llama.cpp then reuses the same prefix itself): a restored state is the state
+    the live context would have had."""
+    name = "qwen2.5-coder-0.5b"
+    steps = {
+        "label": "Label how relevant the document is to the claim: 3 fully, 2 partly, 1 related only, 0 unrelated. "
+                 "A document is relevant when it reports evidence for or against the claim. " * 6,
+        "title": "Write a short title for the document, in English, at most eight words. Titles name the finding, "
+                 "not the method, and never copy a sentence of the document. " * 6,
+    }
+    docs = ["ATF4 is induced by ER stress and marks the unfolded protein response.",
+            "The weather in Paris was mild in spring.",
+            "Aspirin lowers the risk of heart attack in adults over 50."]
+    interleaved = [(step, doc) for doc in docs for step in steps]
+    back_to_back = [(step, doc) for step in steps for doc in docs]
+    answers = {}
+    for cache_bytes, calls in ((0, back_to_back), (1 << 28, interleaved)):
+        engine = LlamaCppEngine(name, n_ctx=2048, prompt_cache_bytes=cache_bytes)
+        lm = dspy.LM("embedded/check", engine=engine, cache=False, temperature=0.0)
+        got = {}
+        for step, doc in calls:
+            messages = [{"role": "system", "content": steps[step]}, {"role": "user", "content": f"Document: {doc}"}]
+            if step == "label":
+                (out,) = lm(messages=messages, max_tokens=1, logprobs=True, top_logprobs=10)
+                top = out["logprobs"]["content"][0]["top_logprobs"]
+                got[step, doc] = {t["token"]: t["logprob"] for t in top if t["token"] in "0123"}
+            else:
+                got[step, doc] = lm(messages=messages, max_tokens=12)[0]
+        answers[cache_bytes] = got
+        llama = engine.load().llama
+        if cache_bytes:
+            assert llama.cache.hits >= len(calls) - 2  # every call but each step's first restored its instruction
+            assert len(llama.cache) == 2
+        else:
+            assert llama.cache is None
+    embedded.release_models()
+    assert answers[1 << 28] == answers[0]

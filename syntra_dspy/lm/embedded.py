@@ -66,6 +66,8 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {m.name: m for m in (
 )}
 # fmt: on
 DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b"
+# RAM for saved prompt states (one per step; ~40 MB each for the 1.5B model): see syntra_dspy.lm.prompt_states
+DEFAULT_PROMPT_CACHE_BYTES = 1 << 30
 
 
 def get_embedded_model(name: str | None = None) -> EmbeddedModel:
@@ -192,13 +194,16 @@ class _Loaded:
     lock: threading.Lock
 
 
-_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, int], _Loaded] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def _load_llama(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
-    """One ``llama_cpp.Llama`` per (file, context size) per process: loading costs seconds and memory."""
-    key = (str(path.resolve()), n_ctx)
+def _load_llama(path: Path, n_ctx: int, n_threads: int, prompt_cache_bytes: int = 0) -> _Loaded:
+    """One ``llama_cpp.Llama`` per (file, context size, prompt cache) per process: loading costs seconds and memory.
+
+    ``prompt_cache_bytes > 0`` keeps the state after each step's latest prompt (:mod:`syntra_dspy.lm.prompt_states`),
+    so a step's fixed instruction is restored instead of evaluated again after another step ran."""
+    key = (str(path.resolve()), n_ctx, prompt_cache_bytes)
     with _LOADED_LOCK:
         loaded = _LOADED.get(key)
         if loaded is None:
@@ -208,7 +213,11 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
                 raise DependencyError(
                     "the embedded backend needs llama-cpp-python", hint='pip install "syntra-dspy[embedded]"'
                 ) from None
-            llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False)
+            from syntra_dspy.lm.prompt_states import PromptStateCache, stateful
+
+            llama = stateful(Llama)(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False)
+            if prompt_cache_bytes > 0:
+                llama.cache = PromptStateCache(prompt_cache_bytes)  # what Llama.set_cache does
             loaded = _LOADED[key] = _Loaded(llama, threading.Lock())
         return loaded
 
@@ -253,7 +262,9 @@ class LlamaCppEngine:
     llama.cpp context is not thread-safe; decoding is greedy (temperature 0, seed 0) unless the request
     says otherwise, so the same prompt gives the same answer. A JSON schema in the request's
     ``response_format`` becomes a llama.cpp grammar, which constrains decoding to valid output; its top-level
-    lists must have at least one item (:func:`require_nonempty_lists`).
+    lists must have at least one item (:func:`require_nonempty_lists`). ``prompt_cache_bytes`` of RAM hold the state
+    after each step's latest prompt, so the next call of that step evaluates only what follows its fixed instruction
+    (0 turns it off; see :mod:`syntra_dspy.lm.prompt_states`).
     """
 
     supports_response_schema = True
@@ -270,6 +281,7 @@ class LlamaCppEngine:
         n_ctx: int = 8192,
         n_threads: int | None = None,
         seed: int = 0,
+        prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
     ) -> None:
         if n_ctx < 512:
             raise ConfigError(
@@ -286,6 +298,10 @@ class LlamaCppEngine:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or physical_cores()
         self.seed = seed
+        if prompt_cache_bytes < 0:
+            raise ConfigError(f"prompt_cache_bytes={prompt_cache_bytes} is negative", field="prompt_cache_bytes",
+                              hint="0 turns the saved prompt states off")
+        self.prompt_cache_bytes = prompt_cache_bytes
         self._resolved: Path | None = path
 
     @property
@@ -304,7 +320,7 @@ class LlamaCppEngine:
         from syntra_dspy.lm.engine_check import ensure_engine_works
 
         ensure_engine_works(self._resolved)
-        return _load_llama(self._resolved, self.n_ctx, self.n_threads)
+        return _load_llama(self._resolved, self.n_ctx, self.n_threads, self.prompt_cache_bytes)
 
     def complete(self, request):  # -> dspy.lm15.Response
         from dspy.clients.engines.base import validate_request
@@ -387,7 +403,8 @@ class LlamaCppEngine:
         """Models are shared per process; use :func:`release_models` to free them."""
 
     def dump_state(self) -> dict[str, Any]:
-        return {"model": self.model, "n_ctx": self.n_ctx, "seed": self.seed}
+        return {"model": self.model, "n_ctx": self.n_ctx, "seed": self.seed,
+                "prompt_cache_bytes": self.prompt_cache_bytes}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> LlamaCppEngine:
@@ -395,6 +412,7 @@ class LlamaCppEngine:
             state.get("model", DEFAULT_EMBEDDED_MODEL),
             n_ctx=int(state.get("n_ctx", 8192)),
             seed=int(state.get("seed", 0)),
+            prompt_cache_bytes=int(state.get("prompt_cache_bytes", DEFAULT_PROMPT_CACHE_BYTES)),
         )
 
     def __repr__(self) -> str:

@@ -1,0 +1,170 @@
+"""Saved prompt states on vs off: the embedded engine replaying production's own prompts, side by side in one run.
+
+The prompts are those production sends for a document (extract, plan, write, then one grading call per candidate of
+each query), rendered by the artifact's program from a run store's documents, blueprints, queries and candidates.
+Two engines replay them with the same options (grammar, token budget, logprobs): one without saved states
+(``prompt_cache_bytes=0``, llama.cpp reuses only the previous prompt's prefix) and one with the default. Documents
+alternate which engine goes first; the first ``--warmup`` documents are replayed by the engine with saved states
+only and not counted (a fresh cache holds no states yet; a long run is in steady state). Reports seconds per
+document and per step for both, their ratio with a paired test over calls, and how many answers differ.
+
+    python benchmarks/prompt_states.py --artifact artifacts/scifact/22e653baa2bb \\
+        --store ~/syntra-runs/scifact-hybrid.db --docs 3 --warmup 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def document_prompts(program, store: sqlite3.Connection, corpus, doc_id: str, top_k: int) -> list[tuple[str, object]]:
+    """(step, first call) for every LM call production makes for one document that needs no retry."""
+    import dspy
+
+    from syntra_dspy.lm.scripted import ScriptedLM
+    from syntra_dspy.programs.validation import Features
+    from syntra_dspy.signatures.types import Blueprint
+
+    features = Features.from_dict(json.loads(store.execute("select features from documents where doc_id=?",
+                                                           (doc_id,)).fetchone()[0]))
+    queries = store.execute("select query_id, text, blueprint from queries where doc_id=? order by position",
+                            (doc_id,)).fetchall()
+    text = corpus[doc_id].content
+    lm = ScriptedLM(lambda call: "{}")  # every answer is rejected: only the first call of each step is kept
+    steps = [("extract", lambda: program.extract_features(text)),
+             ("plan", lambda: program.plan_blueprints(text, features, len(queries), retries=0)),
+             ("write", lambda: program.write_queries(text, [Blueprint.model_validate(json.loads(b))
+                                                           for _, _, b in queries], rewrite=False))]
+    for query_id, query, _ in queries:
+        for (cand,) in store.execute("select doc_id from candidates where query_id=? and rank<? order by rank",
+                                     (query_id, top_k)):
+            steps.append(("grade", lambda q=query, c=cand: program.grade_candidate(q, corpus[c].content)))
+    calls = []
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        for step, run in steps:
+            first = len(lm.calls)
+            try:
+                run()
+            except Exception:  # noqa: BLE001 - the scripted answer is meant to fail
+                pass
+            calls.append((step, lm.calls[first]))
+    return calls
+
+
+def replay(lm, call) -> tuple[float, str]:
+    options = {"max_tokens": call.options["max_tokens"]}
+    if call.options.get("logprobs"):  # the scripted engine records the number of top log probabilities asked
+        options.update(logprobs=True, top_logprobs=int(call.options["logprobs"]))
+    if call.response_format is not None:
+        options["response_format"] = call.response_format
+    start = time.perf_counter()
+    out = lm(messages=[dict(m) for m in call.messages], temperature=0.0, **options)
+    seconds = time.perf_counter() - start
+    first = out[0]
+    text = first["text"] if isinstance(first, dict) else str(first)
+    if isinstance(first, dict) and first.get("logprobs"):
+        top = first["logprobs"]["content"][0]["top_logprobs"]
+        text += " " + json.dumps({t["token"]: round(t["logprob"], 3) for t in top[:4]})
+    return seconds, text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--artifact", required=True)
+    ap.add_argument("--store", required=True, help="a run store of that artifact with done documents")
+    ap.add_argument("--docs", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--top-k", type=int, default=8)
+    ap.add_argument("--model", default=None, help="embedded model name (default: the project's default)")
+    ap.add_argument("--out", default=str(RESULTS / "prompt_states"))
+    args = ap.parse_args()
+
+    import dspy
+    from scipy.stats import wilcoxon
+
+    from syntra_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
+    from syntra_dspy.production.setup import load_inputs
+
+    args.model = args.model or DEFAULT_EMBEDDED_MODEL
+    inputs = load_inputs(args.artifact)
+    store = sqlite3.connect(Path(args.store).expanduser())
+    doc_ids = [d for (d,) in store.execute("select doc_id from documents where status='done' and n_queries>=2 "
+                                           "order by position limit ?", (args.docs,))]
+    prompts = {d: document_prompts(inputs.artifact.program, store, inputs.corpus, d, args.top_k) for d in doc_ids}
+    model = args.model
+    engines = {"off": LlamaCppEngine(model, prompt_cache_bytes=0), "on": LlamaCppEngine(model)}
+    lms = {name: dspy.LM(f"embedded/{name}", engine=e, cache=False, num_retries=0) for name, e in engines.items()}
+    rows, differ, total, pairs = [], 0, 0, []
+    for n, doc_id in enumerate(doc_ids):
+        warmup = n < args.warmup
+        # a warm-up document fills the saved states; the engine without them needs none (it reuses one prefix)
+        order = ["on"] if warmup else (["off", "on"] if n % 2 == 0 else ["on", "off"])
+        per: dict[str, dict] = {}
+        for name in order:
+            steps: dict[str, float] = {}
+            texts, seconds = [], []
+            for step, call in prompts[doc_id]:
+                took, text = replay(lms[name], call)
+                steps[step] = steps.get(step, 0.0) + took
+                texts.append(text)
+                seconds.append(took)
+            per[name] = {"seconds": sum(steps.values()), "steps": steps, "texts": texts, "calls": seconds}
+            print(f"doc {n} {doc_id} {name}: {per[name]['seconds']:.1f} s "
+                  + " ".join(f"{k} {v:.1f}" for k, v in steps.items()), file=sys.stderr, flush=True)
+        if warmup:
+            continue
+        changed = sum(a != b for a, b in zip(per["off"]["texts"], per["on"]["texts"]))
+        rows.append({"doc_id": doc_id, "calls": len(prompts[doc_id]),
+                     "off": per["off"]["seconds"], "on": per["on"]["seconds"],
+                     "steps_off": per["off"]["steps"], "steps_on": per["on"]["steps"], "answers_differ": changed})
+        pairs += list(zip(per["off"]["calls"], per["on"]["calls"]))
+        differ, total = differ + changed, total + len(prompts[doc_id])
+    cache = engines["on"].load().llama.cache
+    counted = rows
+    off, on = sum(r["off"] for r in counted), sum(r["on"] for r in counted)
+    steps = sorted({s for r in counted for s in r["steps_off"]})
+    summary = {
+        "model": model, "docs": len(counted), "warmup": args.warmup, "calls": total,
+        "seconds_per_doc_off": off / len(counted), "seconds_per_doc_on": on / len(counted), "ratio_on_off": on / off,
+        "per_step": {s: {"off": sum(r["steps_off"][s] for r in counted) / len(counted),
+                         "on": sum(r["steps_on"][s] for r in counted) / len(counted)} for s in steps},
+        "wilcoxon_p_calls": float(wilcoxon([a for a, _ in pairs], [b for _, b in pairs]).pvalue),
+        "answers_differ": differ, "states_kept": len(cache), "state_bytes": cache.cache_size,
+        "hits": cache.hits, "misses": cache.misses, "rows": rows,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "prompt_states.json").write_text(json.dumps(summary, indent=2) + "\n")
+    lines = ["# Saved prompt states: on vs off", "",
+             f"Embedded {model}, 2 threads; production's prompts for {len(counted)} SciFact documents "
+             f"({total} calls; {args.warmup} warm-up document(s) replayed first by the engine with saved states, not "
+             "counted), replayed by two engines in one process, alternating which goes first.", "",
+             "| step | s/doc off | s/doc on | on / off |", "|---|---|---|---|"]
+    for s, v in summary["per_step"].items():
+        lines.append(f"| {s} | {v['off']:.1f} | {v['on']:.1f} | {v['on'] / v['off']:.2f} |")
+    lines.append(f"| **document** | **{summary['seconds_per_doc_off']:.1f}** | **{summary['seconds_per_doc_on']:.1f}** "
+                 f"| **{summary['ratio_on_off']:.2f}** |")
+    lines += ["", f"Answers that differ between the two engines: {differ} of {total}. States kept at the end: "
+              f"{len(cache)} ({cache.cache_size / 2**20:.0f} MiB); restores {cache.hits}, no state {cache.misses}."
+              + f" Wilcoxon signed-rank over the {len(pairs)} calls' seconds: p = {summary['wilcoxon_p_calls']:.2g}.",
+              "", "    " + " ".join(["python", *sys.argv])]
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""Saved llama.cpp states of recent prompts, so each step's fixed instruction is evaluated once, not once per call.
+
+llama.cpp reuses the cached prefix of the *previous* prompt only. A production document runs five different steps
+(extract, plan, write, grade, ...) one after another, so every step finds the context filled by another step and
+evaluates its own instruction, field list and examples again: 740 of the extract step's ~1,000 prompt tokens and
+940 of the planner's ~1,280 are the same for every document. On two cores that is ~20 s of prompt evaluation per
+step and document. :class:`PromptStateCache` keeps the state after the latest call of each prompt family (prompts
+that share a long prefix: the calls of one step), and llama-cpp-python restores the one sharing most of the next
+prompt before evaluating the rest.
+
+Nothing here imports llama_cpp at import time: the engine hands in the ``Llama`` class it loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# Two prompts of the same step share their instruction (hundreds of tokens); two different steps share the chat
+# template's opening and DSPy's "Your input fields are:" line (under 40 tokens measured). Above this many shared
+# leading tokens a new state replaces the kept one: it is the same step's newer call.
+SAME_FAMILY_TOKENS = 128
+DEFAULT_CAPACITY_BYTES = 1 << 30  # ~25 states of 1,300 tokens for the 1.5B model (28 KiB of KV per token)
+
+
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two sequences have in common."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    x, y = np.asarray(a[:n]), np.asarray(b[:n])
+    differ = np.flatnonzero(x != y)
+    return int(differ[0]) if differ.size else n
+
+
+class PromptStateCache:
+    """One saved state per prompt family; what llama-cpp-python's ``Llama.cache`` is asked (``cache[tokens]``, the
+    saved state sharing most leading tokens, and ``cache[tokens] = state``).
+
+    A state stored for a token sequence replaces every kept state sharing at least ``same_family`` leading tokens with
+    it (an older call of the same step), so the cache holds the latest call of each step instead of the last N calls,
+    which one document's sixteen grading calls would otherwise flush. When the states exceed ``capacity_bytes`` the
+    least recently used go first. Thread-safe; lookups cost a vectorised prefix comparison per kept state.
+    """
+
+    def __init__(self, capacity_bytes: int = DEFAULT_CAPACITY_BYTES, *, same_family: int = SAME_FAMILY_TOKENS) -> None:
+        self.capacity_bytes = capacity_bytes
+        self.same_family = same_family
+        self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # tokens -> llama_cpp.LlamaState
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def cache_size(self) -> int:
+        with self._lock:
+            return sum(state.llama_state_size for state in self._states.values())
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __bool__(self) -> bool:  # llama-cpp-python asks ``if self.cache:``; an empty cache must still be used
+        return True
+
+    def _longest(self, key: Sequence[int]) -> tuple[tuple[int, ...] | None, int]:
+        best, best_len = None, 0
+        for kept in self._states:
+            n = shared_prefix(kept, key)
+            if n > best_len:
+                best, best_len = kept, n
+        return best, best_len
+
+    def __getitem__(self, key: Sequence[int]) -> Any:
+        with self._lock:
+            best, n = self._longest(tuple(key))
+            if best is None or n < self.same_family:
+                self.misses += 1
+                raise KeyError("no saved state shares this prompt's prefix")
+            self._states.move_to_end(best)
+            self.hits += 1
+            return self._states[best]
+
+    def __contains__(self, key: Sequence[int]) -> bool:
+        with self._lock:
+            return self._longest(tuple(key))[1] >= self.same_family
+
+    def __setitem__(self, key: Sequence[int], value: Any) -> None:
+        key = tuple(key)
+        with self._lock:
+            for kept in [k for k in self._states if shared_prefix(k, key) >= self.same_family]:
+                del self._states[kept]
+            self._states[key] = value
+            size = sum(state.llama_state_size for state in self._states.values())
+            while size > self.capacity_bytes and len(self._states) > 1:
+                _, dropped = self._states.popitem(last=False)
+                size -= dropped.llama_state_size
+
+
+def stateful(llama_class: type) -> type:
+    """A subclass of ``llama_class`` (``llama_cpp.Llama``) whose saved states hold the KV cache and tokens only.
+
+    llama-cpp-python's own ``save_state`` copies ``scores`` too: with ``logits_all=False`` that is n_batch x vocabulary
+    floats (311 MB for Qwen2.5) per call, unused, since sampling reads the context's logits and a restored prompt
+    always evaluates at least its last token again (``Llama.generate`` keeps one token back when the whole prompt
+    matches). With ``logits_all=True`` the stored scores are what logprobs read, so those states stay whole.
+    """
+
+    class StatefulLlama(llama_class):
+        def save_state(self):
+            import llama_cpp
+
+            if self._logits_all:
+                return super().save_state()
+            size = llama_cpp.llama_state_get_size(self._ctx.ctx)
+            buffer = (ctypes.c_uint8 * int(size))()
+            written = int(llama_cpp.llama_state_get_data(self._ctx.ctx, buffer, size))
+            if written > int(size):
+                raise RuntimeError("llama.cpp wrote more state than it announced")
+            return llama_cpp.LlamaState(
+                input_ids=self.input_ids.copy(), scores=np.empty((0, self._n_vocab), dtype=np.single),
+                n_tokens=self.n_tokens, llama_state=bytes(memoryview(buffer)[:written]), llama_state_size=written,
+                seed=self._seed)
+
+        def load_state(self, state) -> None:
+            import llama_cpp
+
+            if self._logits_all:
+                return super().load_state(state)
+            data = (ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
+            if llama_cpp.llama_state_set_data(self._ctx.ctx, data, state.llama_state_size) != state.llama_state_size:
+                raise RuntimeError("llama.cpp could not restore a saved prompt state")
+            self.input_ids = state.input_ids.copy()
+            self.n_tokens = state.n_tokens
+            self._requires_eval = True
+            self._seed = state.seed
+            return None
+
+    StatefulLlama.__qualname__ = StatefulLlama.__name__ = f"Stateful{llama_class.__name__}"
+    return StatefulLlama
