@@ -11,7 +11,13 @@ and the one term to keep (the blueprint's identifier when the query contains it,
 * ``reword-demos``: the same with a stricter instruction ("none of the listed terms may remain") and three worked
   examples written for this probe (invented biology, not SciFact text);
 * ``describe``: one call per listed term (at most two) asks for a plain two-to-six-word description of it, and code
-  puts the description in the term's place.
+  puts the description in the term's place;
+* ``hidden``: no rewording: the write step writes the blueprint's query again, from a view of the document in which
+  code has replaced every rare word not in the blueprint's identifier by "…", so the writer cannot copy those
+  terms (production's write call, its checks and rewrites, on that view);
+* ``sample-3``: no rewording either: the write step writes the blueprint's query three more times, sampled
+  (temperature 0.7, as production's retries), and code keeps the valid one whose source document BM25 ranks lowest
+  (fewest copied words on a tie): a hardest-of-k selection, costing k write calls per blueprint.
 
 For each: how many reworded queries pass the write step's checks (form, length, language, copying), the share of
 those whose source is still BM25's first hit and the dense index's first hit, the shares of copied and rare shared
@@ -42,7 +48,8 @@ import dspy  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "query_reword"
-VARIANTS = ("reword", "reword-demos", "describe")
+VARIANTS = ("reword", "reword-demos", "describe", "hidden", "sample-3")
+SAMPLES = 3  # writes per blueprint for ``sample-3``
 RARE_DF = 20  # a term in at most this many documents is rare
 
 
@@ -116,6 +123,17 @@ class DocumentTerms:
             for token in set(tokens(doc.content)):
                 self.df[token] = self.df.get(token, 0) + 1
 
+    def hide_rare(self, document: str, keep: str) -> str:
+        """``document`` with every rare word whose tokens are not all in ``keep`` replaced by "…"."""
+        kept = set(self._tokens(keep))
+
+        def hide(match: re.Match) -> str:
+            toks = self._tokens(match.group(0))
+            rare = toks and min(self.df.get(t, 0) for t in toks) <= RARE_DF
+            return "…" if rare and not all(t in kept for t in toks) else match.group(0)
+
+        return re.sub(r"[\w\-()]+", hide, document)
+
     def rare_shared(self, query: str, document: str) -> list[str]:
         """The query's words (as written) whose tokens all occur in ``document`` and are rare, rarest first."""
         in_doc = set(self._tokens(document))
@@ -147,6 +165,28 @@ def reword(variant: str, query: str, keep: str, terms: list[str], form: str) -> 
     return " ".join(str(pred.reworded or "").split()).strip().strip('"')
 
 
+def hardest_of(program: Any, lm: Any, doc: str, doc_id: str, blueprint: str, lexical: Any) -> str:
+    """Of ``SAMPLES`` sampled writes of the blueprint's query, the one BM25 finds its source lowest for."""
+    from syntra_dspy.errors import LMOutputError
+    from syntra_dspy.query_form import copied_share
+    from syntra_dspy.signatures.types import Blueprint
+
+    written = []
+    for n in range(1, SAMPLES + 1):
+        with dspy.context(lm=lm.copy(temperature=0.7, rollout_id=100 + n)):
+            try:
+                written += program.write_queries(doc, [Blueprint.model_validate(json.loads(blueprint))])
+            except LMOutputError:
+                pass
+    if not written:
+        return ""
+    def rank(q: str) -> int:
+        found = lexical.rank(q, doc_id)
+        return 10**6 if found is None else found  # not among BM25's hits at all: the hardest
+
+    return max(written, key=lambda q: (rank(q), -copied_share(q, doc)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--artifact", required=True)
@@ -159,6 +199,7 @@ def main() -> int:
     from syntra_dspy.query_form import copied_share
     from judge_agreement import load  # the artifact's inputs and its own generator, loaded once
     from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
+    from syntra_dspy.errors import LMOutputError
     from syntra_dspy.programs.validation import query_problem
 
     inputs, lm = load(args.artifact)
@@ -190,8 +231,16 @@ def main() -> int:
                 keep = identifier if identifier and identifier.lower() in text.lower() else (rare[0] if rare else "")
                 terms = [w for w in rare if w.lower() not in keep.lower()]
                 try:
-                    new = reword(variant, text, keep, terms, form_text)
-                except (ValueError, dspy.utils.exceptions.AdapterParseError):
+                    if variant == "hidden":
+                        from syntra_dspy.signatures.types import Blueprint
+
+                        (new,) = program.write_queries(terms_of.hide_rare(doc, identifier),
+                                                       [Blueprint.model_validate(json.loads(blueprint))])
+                    elif variant == "sample-3":
+                        new = hardest_of(program, lm, doc, doc_id, blueprint, lexical)
+                    else:
+                        new = reword(variant, text, keep, terms, form_text)
+                except (ValueError, dspy.utils.exceptions.AdapterParseError, LMOutputError):
                     new = ""
                 problem = query_problem(new, language="en", document=doc, form=form) if new else ("no answer", 0)
                 if text not in old_e:

@@ -381,7 +381,7 @@ def test_real_saved_prompt_states_restore_a_steps_instruction_and_answer_as_with
         answers[cache_bytes] = got
         llama = engine.load().llama
         if cache_bytes:
-            assert llama.cache.hits >= len(calls) - 2  # every call but each step's first restored its instruction
+            assert llama.states_restored == len(calls) - 2  # every call but each step's first restored its state
             assert len(llama.cache) == 2
         else:
             assert llama.cache is None

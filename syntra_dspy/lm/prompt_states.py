@@ -111,6 +111,9 @@ def stateful(llama_class: type) -> type:
     """
 
     class StatefulLlama(llama_class):
+        states_restored = 0  # how often a saved state replaced the context (llama-cpp-python only loads one that
+        # shares more of the prompt than the context already holds)
+
         def save_state(self):
             import llama_cpp
 
@@ -138,6 +141,7 @@ def stateful(llama_class: type) -> type:
             self.n_tokens = state.n_tokens
             self._requires_eval = True
             self._seed = state.seed
+            self.states_restored += 1
             return None
 
     StatefulLlama.__qualname__ = StatefulLlama.__name__ = f"Stateful{llama_class.__name__}"
