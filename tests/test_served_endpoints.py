@@ -72,6 +72,26 @@ def test_three_endpoints_one_dies_mid_run_nothing_lost_or_duplicated(mini, minil
     assert records and len({r["query"] for r in records}) == len(records)
 
 
+def test_an_answer_to_a_request_sent_before_a_failure_does_not_make_the_endpoint_healthy():
+    """With several calls in flight, the answer to a request sent before an endpoint failed can arrive after the
+    failure: it must not clear the failure (seen under load: the dead endpoint was reported healthy)."""
+    import types
+
+    import litellm
+
+    engine = RoutedEngine("hosted_vllm/fake", ["http://a/v1", "http://b/v1"], labels=["a", "b"])
+    answer = types.SimpleNamespace(_hidden_params={"model_id": "endpoint-1"}, usage={"prompt_tokens": 3})
+    failure = litellm.ServiceUnavailableError("injected 503", llm_provider="hosted_vllm", model="fake")
+    failure.failed_deployment_id = "endpoint-1"
+    before = time.monotonic()
+    engine._failed(failure, 0.1)
+    engine._answered(answer, 0.2, before)  # sent before the failure, answered after it
+    book = engine.snapshot()["b"]
+    assert (book["calls"], book["failures"], book["healthy"]) == (1, 1, False)
+    engine._answered(answer, 0.2, time.monotonic())  # sent after it: the endpoint answers again
+    assert engine.snapshot()["b"]["healthy"] is True
+
+
 def test_cli_repeated_generator_flags_spread_the_role(mini, tmp_path, capsys):
     art, index = mini
     with OpenAICompatibleServer(SyntraBrain()) as a, OpenAICompatibleServer(SyntraBrain()) as b:

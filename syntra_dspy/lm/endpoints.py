@@ -122,7 +122,7 @@ class RoutedEngine:
         if self.structured is not None:
             body = self.structured.prepare(body)
         for attempt in range(len(self._ids)):
-            started = time.perf_counter()
+            started, sent = time.perf_counter(), time.monotonic()
             try:
                 raw = self._router.completion(model=GROUP, **body)
             except Exception as exc:  # noqa: BLE001 - counted, then re-raised as DSPy's error type
@@ -130,25 +130,29 @@ class RoutedEngine:
                 if attempt + 1 < len(self._ids) and _transient(error):
                     continue  # the Router now cools that endpoint down: the next pick is another one
                 raise error from exc
-            self._answered(raw, time.perf_counter() - started)
+            self._answered(raw, time.perf_counter() - started, sent)
             return response_value(raw, "chat", request)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _answered(self, raw: Any, seconds: float) -> None:
+    def _answered(self, raw: Any, seconds: float, sent: float) -> None:
+        """Count an answer. Only a request sent after the endpoint's failure shows it answers again: with several
+        calls in flight, an answer to one sent before the failure can arrive after it."""
         hidden = getattr(raw, "_hidden_params", None) or {}
         usage = getattr(raw, "usage", None)
         with self._lock:
             stats = self._stats.get(hidden.get("model_id"))
             if stats is None:
                 return
-            if stats.failing_since is not None:
+            recovered = stats.failing_since is not None and sent >= stats.failing_since
+            if recovered:
                 logger.info("LM endpoint %s answers again", stats.endpoint)
             stats.calls += 1
             stats.seconds += seconds
             stats.prompt_tokens += _count(usage, "prompt_tokens")
             stats.completion_tokens += _count(usage, "completion_tokens")
             stats.cached_prompt_tokens += _cached(usage)
-            stats.failing_since = None
+            if recovered:
+                stats.failing_since = None
 
     def _failed(self, exc: Exception, seconds: float) -> Exception:
         from dspy.clients.engines.litellm_errors import to_lm15_error
