@@ -9,7 +9,7 @@ only and not counted (a fresh cache holds no states yet; a long run is in steady
 document and per step for both, their ratio with a paired test over calls, and how many answers differ.
 
     python benchmarks/prompt_states.py --artifact artifacts/scifact/22e653baa2bb \\
-        --store ~/syntra-runs/scifact-hybrid.db --docs 3 --warmup 1
+        --store ~/syntra-runs/scifact-hybrid.db --docs 4 --warmup 1
 """
 
 from __future__ import annotations
