@@ -21,6 +21,7 @@ from typing import Any
 
 from syntra_dspy.cache import hash_stream, model_cache_dir, sha256_file
 from syntra_dspy.errors import ConfigError, DependencyError
+from syntra_dspy.lm.prompt_states import DEFAULT_CAPACITY_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,8 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {m.name: m for m in (
 )}
 # fmt: on
 DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b"
-# RAM for saved prompt states (one per step; ~40 MB each for the 1.5B model): see syntra_dspy.lm.prompt_states
-DEFAULT_PROMPT_CACHE_BYTES = 1 << 30
+# RAM for saved prompt states (one per step; ~35 MB each for the 1.5B model): see syntra_dspy.lm.prompt_states
+DEFAULT_PROMPT_CACHE_BYTES = DEFAULT_CAPACITY_BYTES
 
 
 def get_embedded_model(name: str | None = None) -> EmbeddedModel:

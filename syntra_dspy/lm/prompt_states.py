@@ -3,8 +3,8 @@
 llama.cpp reuses the cached prefix of the *previous* prompt only. A production document runs five different steps
 (extract, plan, write, grade, ...) one after another, so every step finds the context filled by another step and
 evaluates its own instruction, field list and examples again: 740 of the extract step's ~1,000 prompt tokens and
-940 of the planner's ~1,280 are the same for every document. On two cores that is ~20 s of prompt evaluation per
-step and document. :class:`PromptStateCache` keeps the state after the latest call of each prompt family (prompts
+940 of the planner's ~1,280 are the same for every document: on two cores ~10 s of prompt evaluation per step and
+document, a quarter of a document's time (benchmarks/results/prompt_states/). :class:`PromptStateCache` keeps the state after the latest call of each prompt family (prompts
 that share a long prefix: the calls of one step), and llama-cpp-python restores the one sharing most of the next
 prompt before evaluating the rest.
 
@@ -25,7 +25,7 @@ import numpy as np
 # template's opening and DSPy's "Your input fields are:" line (under 40 tokens measured). Above this many shared
 # leading tokens a new state replaces the kept one: it is the same step's newer call.
 SAME_FAMILY_TOKENS = 128
-DEFAULT_CAPACITY_BYTES = 1 << 30  # ~25 states of 1,300 tokens for the 1.5B model (28 KiB of KV per token)
+DEFAULT_CAPACITY_BYTES = 1 << 30  # ~30 states of 1,300 tokens for the 1.5B model (28 KiB of KV per token)
 
 
 def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
