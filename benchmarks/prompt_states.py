@@ -146,14 +146,13 @@ def main() -> int:
         differ, total = differ + changed, total + len(prompts[doc_id])
     llama = engines["on"].load().llama
     cache = llama.cache
-    counted = rows
-    off, on = sum(r["off"] for r in counted), sum(r["on"] for r in counted)
-    steps = sorted({s for r in counted for s in r["steps_off"]})
+    off, on = sum(r["off"] for r in rows), sum(r["on"] for r in rows)
+    steps = sorted({s for r in rows for s in r["steps_off"]})
     summary = {
-        "model": model, "docs": len(counted), "warmup": args.warmup, "calls": total,
-        "seconds_per_doc_off": off / len(counted), "seconds_per_doc_on": on / len(counted), "ratio_on_off": on / off,
-        "per_step": {s: {"off": sum(r["steps_off"][s] for r in counted) / len(counted),
-                         "on": sum(r["steps_on"][s] for r in counted) / len(counted)} for s in steps},
+        "model": model, "docs": len(rows), "warmup": args.warmup, "calls": total,
+        "seconds_per_doc_off": off / len(rows), "seconds_per_doc_on": on / len(rows), "ratio_on_off": on / off,
+        "per_step": {s: {"off": sum(r["steps_off"][s] for r in rows) / len(rows),
+                         "on": sum(r["steps_on"][s] for r in rows) / len(rows)} for s in steps},
         "opening_calls": len(pairs),
         "opening_seconds_off": sum(a for a, _ in pairs), "opening_seconds_on": sum(b for _, b in pairs),
         "wilcoxon_p_opening_calls": float(wilcoxon([a for a, _ in pairs], [b for _, b in pairs]).pvalue),
@@ -163,7 +162,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# Saved prompt states: on vs off", "",
-             f"Embedded {model}, 2 threads; production's prompts for {len(counted)} SciFact documents "
+             f"Embedded {model}, 2 threads; production's prompts for {len(rows)} SciFact documents "
              f"({total} calls; {args.warmup} warm-up document(s) replayed first by the engine with saved states, not "
              "counted), replayed by two engines in one process, alternating which goes first.", "",
              "| step | s/doc off | s/doc on | on / off |", "|---|---|---|---|"]

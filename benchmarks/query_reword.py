@@ -201,6 +201,7 @@ def main() -> int:
     from syntra_dspy.retrieval import IndexCandidates, LexicalSourceRank
     from syntra_dspy.errors import LMOutputError
     from syntra_dspy.programs.validation import query_problem
+    from syntra_dspy.signatures.types import Blueprint
 
     inputs, lm = load(args.artifact)
     program, corpus = inputs.artifact.program, inputs.corpus
@@ -232,8 +233,6 @@ def main() -> int:
                 terms = [w for w in rare if w.lower() not in keep.lower()]
                 try:
                     if variant == "hidden":
-                        from syntra_dspy.signatures.types import Blueprint
-
                         (new,) = program.write_queries(terms_of.hide_rare(doc, identifier),
                                                        [Blueprint.model_validate(json.loads(blueprint))])
                     elif variant == "sample-3":

@@ -21,7 +21,7 @@ from typing import Any
 
 from syntra_dspy.cache import hash_stream, model_cache_dir, sha256_file
 from syntra_dspy.errors import ConfigError, DependencyError
-from syntra_dspy.lm.prompt_states import DEFAULT_CAPACITY_BYTES
+from syntra_dspy.lm.prompt_states import DEFAULT_CAPACITY_BYTES, PromptStateCache, stateful
 
 logger = logging.getLogger(__name__)
 
@@ -214,8 +214,6 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int, prompt_cache_bytes: int 
                 raise DependencyError(
                     "the embedded backend needs llama-cpp-python", hint='pip install "syntra-dspy[embedded]"'
                 ) from None
-            from syntra_dspy.lm.prompt_states import PromptStateCache, stateful
-
             llama = stateful(Llama)(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False)
             if prompt_cache_bytes > 0:
                 llama.cache = PromptStateCache(prompt_cache_bytes)  # what Llama.set_cache does
