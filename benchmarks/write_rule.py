@@ -8,12 +8,19 @@ production check (form, copying, near-duplicates). Variants:
   B  the call also states the examples' form (close to what ``write_queries`` now sends, ``QueryForm.rule``)
   C  A, with the same form rule placed in the fixed instruction instead
   D  C, plus a sentence against copying the document's words
+  P  the per-call rule exactly as ``write_queries`` sends it (``QueryForm.rule``)
+  P+copy  P, with a clause against copying the document's title or sentences in the same per-call rule
   full  ``SynthesisProgram.write_queries`` as production runs it (per-call rule, repair notes, three tries)
 
 Results of the committed run (embedded 1.5B, SciFact, 8 documents) are in benchmarks/results/write_rule/; the
 README's Queries section quotes them. Usage:
 
   python benchmarks/write_rule.py --artifact artifacts/scifact/897cfc595ffc --docs 8 --variants A,B,C,D,full
+  python benchmarks/write_rule.py --artifact artifacts/scifact/22e653baa2bb --store ~/syntra-runs/scifact-hybrid.db \
+      --docs 16 --variants P,P+copy --work ~/syntra-runs/write-rule-copy
+
+``--store`` takes the documents and their extracted features from a production run store (documents it processed)
+instead of extracting them again.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import sqlite3
 import sys
 import time
 import zlib
@@ -38,16 +46,18 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--variants", default="A,B,C,D,full")
     parser.add_argument("--work", type=Path, default=Path.home() / "syntra-runs" / "write-rule")
+    parser.add_argument("--store", type=Path, help="a run store whose documents' features to reuse")
     args = parser.parse_args()
 
     import dspy
 
     from judge_agreement import load
     from syntra_dspy.errors import LMOutputError, QueriesIncomplete
+    from syntra_dspy.languages import language_name
     from syntra_dspy.programs import context as ctx
-    from syntra_dspy.programs.synthesis import compose_instructions
     from syntra_dspy.query_form import copied_share
-    from syntra_dspy.programs.validation import Features, QueriesRejected, WriteTally, check_queries, fallback_blueprints
+    from syntra_dspy.programs.validation import (Features, QueriesRejected, WriteTally, check_queries,
+                                                fallback_blueprints, query_problem)
 
     inputs, lm = load(args.artifact)
     program = inputs.artifact.program
@@ -55,7 +65,11 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     cache = args.work / "features.json"
     feats = json.loads(cache.read_text()) if cache.exists() else {}
-    ids = sorted(inputs.corpus.ids)
+    if args.store is not None:
+        db = sqlite3.connect(f"file:{args.store}?mode=ro", uri=True)
+        feats = dict(db.execute("SELECT doc_id, features FROM documents WHERE features IS NOT NULL"))
+        feats = {doc_id: json.loads(text) for doc_id, text in feats.items()}
+    ids = sorted(feats) if args.store is not None else sorted(inputs.corpus.ids)
     random.Random(args.seed).shuffle(ids)
     # The exact texts of the committed run (claim examples); ``full`` sends ``QueryForm.rule`` as production does.
     language = "Write every query in English."
@@ -68,7 +82,10 @@ def main() -> int:
     marker = "\n\n## Query instruction for this task"
     base = program.write.signature.instructions
     fixed = base.replace(marker, f"\n\n## Query form\n{block}{marker}") if marker in base else f"{base}\n\n## Query form\n{block}"
-    steps = {"A": (program.write, language), "B": (program.write, rule),
+    production = f"Write every query in {language_name('en')}, {form.rule()}."
+    steps = {"A": (program.write, language), "B": (program.write, rule), "P": (program.write, production),
+             "P+copy": (program.write, production[:-1] + "; never the document's title or one of its sentences: say "
+                                                          "the finding in your own words."),
              "C": (dspy.Predict(program.write.signature.with_instructions(fixed)), language),
              "D": (dspy.Predict(program.write.signature.with_instructions(fixed.replace(block, block + no_copy))),
                    language)}
@@ -94,15 +111,23 @@ def main() -> int:
                     row |= {"queries": queries, "problem": error, "written": tally.queries, "off_form": tally.off_form}
                 else:
                     step, call_rule = steps[variant]
-                    pred = step(document=doc, blueprints=ctx.blueprints_text(blueprints), language=call_rule,
-                                retry_note="", config={"max_tokens": 60 + 120 * len(blueprints)})
-                    queries = [w.query for w in (pred.queries or [])]
                     try:
-                        check_queries(pred.queries or [], blueprints, language="en", document=doc, form=form)
-                        problem = None
-                    except QueriesRejected as exc:
-                        problem = str(exc)
-                    row |= {"queries": queries, "problem": problem}
+                        pred = step(document=doc, blueprints=ctx.blueprints_text(blueprints), language=call_rule,
+                                    retry_note="", config={"max_tokens": 60 + 120 * len(blueprints)})
+                    except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
+                        row |= {"queries": [], "problem": f"unparseable answer: {str(exc)[:200]}"}
+                        pred = None
+                    if pred is not None:
+                        queries = [w.query for w in (pred.queries or [])]
+                        try:
+                            check_queries(pred.queries or [], blueprints, language="en", document=doc, form=form)
+                            problem = None
+                        except QueriesRejected as exc:
+                            problem = str(exc)
+                        row |= {"queries": queries, "problem": problem,
+                                "problems": [(query_problem(q, language="en", document=doc, form=form) or [None])[0]
+                                             for q in queries]}
+                    queries = row["queries"]
                 row |= {"seconds": round(time.time() - started, 1),
                         "copied": [round(copied_share(q, text), 2) for q in queries]}
                 print(json.dumps(row), flush=True)

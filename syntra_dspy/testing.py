@@ -224,7 +224,8 @@ class SyntraBrain:
         found = re.fullmatch(r"What is known about (.+) \((.*)\)\?", query)
         if found:
             return {"rewritten": f"{found.group(1)} has {found.group(2)} effects."}
-        if "word for word" in inputs.get("problem", ""):
+        problem = inputs.get("problem", "")
+        if "word for word" in problem or "copies the document's words" in problem:
             return {"rewritten": " ".join(query.split()[:3]) + " in other words."}
         return {"rewritten": query}
 

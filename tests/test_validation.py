@@ -6,7 +6,8 @@ import pytest
 
 from syntra_dspy.languages import check_language
 from syntra_dspy.signatures.types import AttributeChoice, AttributeDimension, Blueprint, CandidateLabel, Identifier, WrittenQuery
-from syntra_dspy.programs.validation import OutputRejected, check_blueprints, check_labels, check_queries, clean_features
+from syntra_dspy.programs.validation import (OutputRejected, QueriesRejected, check_blueprints, check_labels, check_queries,
+                                            clean_features, copied_run, copy_repair)
 
 FEATURES = clean_features(
     [Identifier(kind="entity", text="FGF21"), Identifier(kind="relationship", text="FGF21 lowers SREBP2"),
@@ -168,3 +169,21 @@ def test_fallback_blueprints_keep_the_planners_valid_ones_first_and_never_repeat
     assert bps[0] == planned[0] and len(bps) == 3
     assert len({bp.key() for bp in bps}) == 3 and not check_blueprints(bps, feats)[1]
     assert fallback_blueprints(feats, 1, kept=bps) == bps[:1]  # never more than asked
+
+
+def test_a_copied_query_is_sent_to_its_rewrite_with_the_words_it_copied_and_a_length_that_cannot_hold_them():
+    document = ("Background. Tenomodulin is a marker of tendon cells, and its expression in human adipocytes rises "
+                "markedly during their differentiation in culture.")
+    query = "Its Expression in Human Adipocytes rises markedly during their differentiation, say the authors."
+    assert copied_run(query, document) == ["Its", "Expression", "in", "Human", "Adipocytes", "rises", "markedly",
+                                           "during", "their", "differentiation"]
+    assert copied_run("Nothing shared here.", document) == []
+    note = copy_repair(query, document, 8)
+    assert '"Its Expression in Human Adipocytes rises markedly during their differentiation"' in note
+    assert "at most 8 words" in note
+    long = copy_repair(document, document, 10)  # a whole copied passage is quoted only in part (12 words)
+    assert '"Background Tenomodulin is a marker of tendon cells and its expression in ..."' in long
+    with pytest.raises(QueriesRejected) as caught:
+        check_queries([WrittenQuery(blueprint=0, query=query)], [bp("FGF21", specificity="broad")], language="en",
+                      document=document, max_copied_words=8)
+    assert caught.value.repairs == {0: (query, note)}

@@ -51,20 +51,27 @@ _NUMBERED = re.compile(r"^\s*(\d+)[.)]?(?:\s+(.*))?$")
 _WORDS = re.compile(r"\w+")
 
 
-def copied_words(query: str, document: str) -> int:
-    """Length of the longest run of consecutive words the query shares with the document."""
-    q = [w.lower() for w in _WORDS.findall(query)]
+def copied_run(query: str, document: str) -> list[str]:
+    """The longest run of consecutive words the query shares with the document, in the query's spelling."""
+    spelled = _WORDS.findall(query)
+    q = [w.lower() for w in spelled]
     d = [w.lower() for w in _WORDS.findall(document)]
-    best = 0
+    best, end = 0, 0
     previous = [0] * (len(d) + 1)
     for qi in range(1, len(q) + 1):
         current = [0] * (len(d) + 1)
         for di in range(1, len(d) + 1):
             if q[qi - 1] == d[di - 1]:
                 current[di] = previous[di - 1] + 1
-                best = max(best, current[di])
+                if current[di] > best:
+                    best, end = current[di], qi
         previous = current
-    return best
+    return spelled[end - best:end]
+
+
+def copied_words(query: str, document: str) -> int:
+    """Length of the longest run of consecutive words the query shares with the document."""
+    return len(copied_run(query, document))
 
 
 def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[AttributeDimension]) -> Features:
@@ -190,6 +197,26 @@ REPAIRS = {
 }
 
 
+#: Longest copied run a copy rewrite's note quotes, in words (the rest is elided).
+QUOTED_RUN_WORDS = 12
+
+
+def copy_repair(query: str, document: str, max_words: int) -> str:
+    """What a copy rewrite is told: the words it copied, and a length too short to hold such a run. A small
+    writer told only to use its own words mostly returns the passage again."""
+    run = copied_run(query, document)
+    quoted = " ".join(run[:QUOTED_RUN_WORDS]) + (" ..." if len(run) > QUOTED_RUN_WORDS else "")
+    return (f'It copies the document\'s words "{quoted}". Say what it states in your own words, at most {max_words} '
+            "words, keeping its key terms, as a searcher who has not read the document would.")
+
+
+def repair_note(kind: str, query: str, document: str | None, max_copied_words: int) -> str:
+    """The note a rewrite of ``kind`` (a key of :data:`REPAIRS`) gets for ``query``."""
+    if kind == "copy" and document is not None:
+        return copy_repair(query, document, max_copied_words)
+    return REPAIRS[kind]
+
+
 def repair_kind(query: str, problem: str, form: QueryForm | None) -> str | None:
     """Which rewrite can fix a rejected query (a key of :data:`REPAIRS`), or None."""
     if problem.startswith("copies a sentence of the document"):
@@ -290,7 +317,8 @@ def check_queries(
             first_problem = first_problem or problem[0]
             kind = repair_kind(item.query, problem[0], form)
             if kind is not None:
-                repairs.setdefault(slot, (" ".join(item.query.split()), REPAIRS[kind]))
+                repairs.setdefault(slot, (" ".join(item.query.split()),
+                                           repair_note(kind, item.query, document, max_copied_words)))
         if slot not in kept:
             problems.append(f"query for blueprint {slot} {first_problem}")
         else:
@@ -329,16 +357,16 @@ def check_labels(labels: Sequence[CandidateLabel], n_candidates: int) -> list[in
     return [scores[i] for i in range(n_candidates)]
 
 
-def fallback_blueprints(features: Features, count: int, *, seed: int = 0, kept: Sequence[Blueprint] = ()
-                        ) -> list[Blueprint]:
+def fallback_blueprints(features: Features, count: int, *, seed: int = 0, kept: Sequence[Blueprint] = (),
+                        already: Sequence[Blueprint] = ()) -> list[Blueprint]:
     """Blueprints drawn in code where the LM planner gave too few valid ones: ``kept`` (the planner's valid ones)
     first, then identifiers in turn, each turn with the next option of every dimension (offset by ``seed``), never
-    a repeated combination, up to ``count`` in all. Callers record that they used it; the queries are still
-    written by the LM from these blueprints."""
+    a repeated combination nor one of ``already`` (blueprints the document's queries use), up to ``count`` in all.
+    Callers record that they used it; the queries are still written by the LM from these blueprints."""
     idents = [i.text for i in features.identifiers]
     dims = list(features.attributes)
     out: list[Blueprint] = list(kept)[:count]
-    used: set = {bp.key() for bp in out}
+    used: set = {bp.key() for bp in [*out, *already]}
     step = 0
     limit = len(idents) * max(1, max((len(d.options) for d in dims), default=1)) * 2
     while len(out) < count and step < limit:
