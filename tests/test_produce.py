@@ -14,7 +14,7 @@ from syntra_dspy.production import RunStore, StoreError, export_records, produce
 from syntra_dspy.production.setup import resolve_encoder
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.retrieval.selection import select_diverse
-from syntra_dspy.testing import SyntraBrain, scripted_lm
+from syntra_dspy.testing import SyntraBrain, fields_of, scripted_lm
 
 from test_produce_support import SabotageBrain, mini_artifact, prefix, read_jsonl, rows
 
@@ -199,6 +199,64 @@ def test_failed_documents_are_redone_only_with_retry_failed_and_resampled(mini, 
         assert r.failures(current=True) == [] and len(r.failures(current=False)) == 2
     assert rows(store, "SELECT count(*) FROM queries")[0][0] == 4 * QUERIES  # replaced, not duplicated
     assert sorted(a for a, in rows(store, "SELECT attempts FROM documents")) == [1, 1, 2, 2]
+
+
+KEPT_SQL = ("SELECT q.query_id, q.position, q.text, q.blueprint, c.rank, c.doc_id, c.score, c.label FROM queries q "
+            "JOIN candidates c ON c.query_id = q.query_id WHERE q.doc_id = ? AND q.position IN (0, 2) "
+            "ORDER BY q.position, c.rank")
+
+
+def test_a_retry_keeps_the_complete_queries_and_writes_only_the_missing_one(mini, minilm, corpus, tmp_path):
+    ids = planned(mini, 3)
+    docs = [corpus[d].content for d in ids]
+    store = tmp_path / "run.db"
+    brain = SabotageBrain(chinese_second=[docs[0]])  # blueprint 1's query stays Chinese at temperature 0
+    first, _ = run(mini, minilm, store, brain, docs=3)
+    assert first.documents["partial"] == 1
+    assert [p for p, in rows(store, "SELECT position FROM queries WHERE doc_id=? ORDER BY position", (ids[0],))] == [0, 2]
+    (detail,), = rows(store, "SELECT detail FROM failures WHERE doc_id=? AND stage='write'", (ids[0],))
+    assert json.loads(detail)["missing_blueprints"] == [1]
+    kept = rows(store, KEPT_SQL, (ids[0],))
+    assert len(kept) == 2 * K
+
+    before = dict(brain.calls)
+    fixed, lm = run(mini, minilm, store, brain, docs=3, retry_failed=True)
+    assert fixed.processed == 1 and fixed.documents["done"] == 3
+    calls = {step: n - before.get(step, 0) for step, n in brain.calls.items() if n > before.get(step, 0)}
+    # no extraction again (the features are kept), one plan and one write call for the one missing blueprint, and
+    # only the new query's candidates are labelled
+    assert calls == {"plan": 1, "write": 1, "annotate": -(-K // CHUNK)}
+    (write_call,) = [c for c in lm.calls if "queries" in c.output_fields]
+    assert fields_of(write_call.user)["blueprints"].count("identifier:") == 1
+    assert rows(store, KEPT_SQL, (ids[0],)) == kept  # the kept queries, their candidates and labels, untouched
+    texts = rows(store, "SELECT position, text, blueprint FROM queries WHERE doc_id=? ORDER BY position", (ids[0],))
+    assert [p for p, _, _ in texts] == [0, 1, 2] and check_language(texts[1][1], "en") is None
+    assert len({b for _, _, b in texts}) == 3  # the new blueprint repeats neither kept one
+    assert rows(store, "SELECT count(*) FROM candidates c JOIN queries q ON q.query_id = c.query_id "
+                       "WHERE q.doc_id=?", (ids[0],))[0][0] == 3 * K
+    with RunStore.open(store, readonly=True) as r:
+        assert r.failures(current=True) == []
+    assert rows(store, "SELECT attempts, n_queries FROM documents WHERE doc_id=?", (ids[0],)) == [(2, 3)]
+
+
+def test_a_retry_that_fails_again_leaves_the_kept_queries_and_the_document_partial(mini, minilm, corpus, tmp_path):
+    ids = planned(mini, 2)
+    docs = [corpus[d].content for d in ids]
+    store = tmp_path / "run.db"
+    brain = SabotageBrain(chinese_second=[docs[0]], chinese_hot=[docs[0]])  # a fresh sample does not help
+    run(mini, minilm, store, brain, docs=2)
+    kept = rows(store, KEPT_SQL, (ids[0],))
+    records = export_records(store, tmp_path / "before.jsonl").records
+    again, _ = run(mini, minilm, store, brain, docs=2, retry_failed=True)
+    assert again.processed == 1 and again.documents == {"planned": 2, "pending": 0, "done": 1, "partial": 1,
+                                                        "failed": 0}
+    assert rows(store, KEPT_SQL, (ids[0],)) == kept
+    assert rows(store, "SELECT status, stage, attempts, n_queries FROM documents WHERE doc_id=?", (ids[0],)) == \
+        [("partial", None, 2, 2)]
+    with RunStore.open(store, readonly=True) as r:
+        current = r.failures(current=True)
+    assert [(f["doc_id"], f["stage"]) for f in current] == [(ids[0], "write")]
+    assert export_records(store, tmp_path / "after.jsonl").records == records
 
 
 def test_resume_refuses_settings_that_change_records(baseline, mini, minilm, tmp_path):

@@ -43,14 +43,19 @@ class SabotageBrain(SyntraBrain):
     - ``bad_plan``: the planner gets its first blueprint right and names an option no dimension offers in every
       other one (every try, sampled or not: a planner that repeats its mistake);
     - ``bad_labels``: for the first query written for the document, the annotator skips a candidate in one
-      chunk (the first to arrive) on every try, so exactly one chunk of that query stays unlabelled.
+      chunk (the first to arrive) on every try, so exactly one chunk of that query stays unlabelled;
+    - ``chinese_second``: the query for blueprint 1 comes back in Chinese on every try (the other blueprints'
+      queries are fine), so the document ends partial with that position empty;
+    - ``chinese_hot``: every query written at a temperature above 0 comes back in Chinese, whoever asks (the
+      program's in-call retries and ``--retry-failed`` alike): a writer a fresh sample does not fix.
 
     A call sampled at a temperature above 0 by ``--retry-failed`` gets SyntraBrain's own answer (a fresh
     sample fixes it); the program's own in-call retries (sampled with a frequency penalty) stay sabotaged,
     so a document can still end up failed.
     """
 
-    def __init__(self, *, bad_extract=(), chinese_always=(), chinese_once=(), bad_labels=(), bad_plan=()) -> None:
+    def __init__(self, *, bad_extract=(), chinese_always=(), chinese_once=(), bad_labels=(), bad_plan=(),
+                 chinese_second=(), chinese_hot=()) -> None:
         super().__init__()
         self._call = threading.local()
         self.bad_extract = {prefix(t) for t in bad_extract}
@@ -58,13 +63,16 @@ class SabotageBrain(SyntraBrain):
         self.chinese_once = {prefix(t) for t in chinese_once}
         self.bad_labels = {prefix(t) for t in bad_labels}
         self.bad_plan = {prefix(t) for t in bad_plan}
+        self.chinese_second = {prefix(t) for t in chinese_second}
+        self.chinese_hot = {prefix(t) for t in chinese_hot}
         self.plan_calls: dict[str, int] = {}
         self.plan_answers: dict[str, list] = {}  # the first (sabotaged) plan answer per document
         self.bad_queries: set[str] = set()
         self.bad_chunks: dict[str, str] = {}
 
     def __call__(self, call):
-        self._call.sampled = (call.options.get("temperature") or 0) > 0 and "frequency_penalty" not in call.options
+        self._call.hot = (call.options.get("temperature") or 0) > 0
+        self._call.sampled = self._call.hot and "frequency_penalty" not in call.options
         return super().__call__(call)
 
     def _route(self, system, inputs, outputs):
@@ -76,6 +84,9 @@ class SabotageBrain(SyntraBrain):
                                                                            for c in bp["choices"]]}
                                      for i, bp in enumerate(answer["blueprints"])]}
             self.plan_answers.setdefault(doc, answer["blueprints"])
+        if name == "write" and doc in self.chinese_hot and getattr(self._call, "hot", False):
+            return name, {"queries": [{"blueprint": q["blueprint"], "query": f"关于{i}号研究的证据"}
+                                      for i, q in enumerate(answer["queries"])]}
         if getattr(self._call, "sampled", False):
             return name, answer
         if name == "extract" and doc in self.bad_extract:
@@ -85,6 +96,9 @@ class SabotageBrain(SyntraBrain):
             if doc in self.chinese_always or (doc in self.chinese_once and not retry):
                 answer = {"queries": [{"blueprint": q["blueprint"], "query": f"关于{i}号研究的证据"}
                                       for i, q in enumerate(answer["queries"])]}
+            if doc in self.chinese_second:
+                answer = {"queries": [{**q, "query": "关于第二个蓝图的证据"} if q["blueprint"] == 1 else q
+                                      for q in answer["queries"]]}
             if doc in self.bad_labels and answer["queries"]:
                 self.bad_queries.add(answer["queries"][0]["query"])
         query = inputs.get("query")

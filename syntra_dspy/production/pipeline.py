@@ -32,6 +32,7 @@ from syntra_dspy.production.units import (
     DocumentResult,
     Failure,
     FailureKind,
+    KeptWork,
     QueryResult,
     query_id,
 )
@@ -43,7 +44,7 @@ from syntra_dspy.redact import redact
 from syntra_dspy.retrieval.sources import LexicalCandidates, LexicalSourceRank
 from syntra_dspy.signatures.types import Blueprint
 from syntra_dspy.task import CandidateSource
-from syntra_dspy.programs.validation import WriteTally, fallback_blueprints
+from syntra_dspy.programs.validation import Features, WriteTally, fallback_blueprints
 
 if TYPE_CHECKING:
     from syntra_dspy.production.setup import ProductionInputs
@@ -132,56 +133,61 @@ class DocumentPipeline:
         self.slots = slots
         self.chunk_pool = chunk_pool
 
-    def run(self, doc_id: str, resample: int = 0) -> DocumentResult:
+    def run(self, doc_id: str, resample: int = 0, kept: KeptWork | None = None) -> DocumentResult:
         """Process one document; never raises for LM or backend trouble (it is in the result instead).
 
         ``resample > 0`` (an explicit retry of invalid outputs) samples at ``retry_temperature`` with
         ``rollout_id=resample``, so neither a deterministic model nor a cache hands back the same answers.
+        ``kept`` (what an earlier attempt left in the store) is continued from: its features are not extracted
+        again, its complete queries stay as they are, its incomplete ones are labelled again, and only the missing
+        blueprints are planned and written (avoiding the kept queries' blueprints and wording).
         """
         if resample:
             lm = dspy.settings.lm.copy(rollout_id=resample, temperature=self.retry_temperature)
             with dspy.context(lm=lm):
-                return self._run(doc_id)
-        return self._run(doc_id)
+                return self._run(doc_id, kept)
+        return self._run(doc_id, kept)
 
-    def _run(self, doc_id: str) -> DocumentResult:
+    def _run(self, doc_id: str, kept: KeptWork | None = None) -> DocumentResult:
         started = time.perf_counter()
-        result = DocumentResult(doc_id=doc_id)
+        result = DocumentResult(doc_id=doc_id, kept=kept.complete_positions if kept is not None else ())
+        earlier = {q.position: q for q in kept.queries} if kept is not None else {}
         meter = UsageMeter()
         stage = "extract"
         try:
             text = self.corpus[doc_id].content
             result.texts[doc_id] = text
-            with meter.stage("extract"), self.slots:
-                features = self.program.extract_features(text)
+            if kept is not None and kept.features is not None:
+                features = Features.from_dict(kept.features)
+            else:
+                with meter.stage("extract"), self.slots:
+                    features = self.program.extract_features(text)
             result.features = features.to_dict()
             stage = "plan"
-            with meter.stage("plan"), self.slots:
-                try:
-                    blueprints = self.program.plan_blueprints(text, features, self.settings.queries_per_doc,
-                                                              retries=PLAN_RETRIES)
-                except BlueprintsIncomplete as exc:
-                    # Degrade, don't drop: keep the planner's valid blueprints, draw the rest in code, record it.
-                    blueprints = fallback_blueprints(features, self.settings.queries_per_doc, kept=exc.kept,
-                                                     seed=zlib.crc32(doc_id.encode("utf-8")))
-                    result.failures.append(Failure(stage="plan", kind="output", error=str(exc),
-                                                   detail=answer_detail(exc, fallback="blueprints drawn in code",
-                                                                        blueprints=len(blueprints),
-                                                                        planned=len(exc.kept))))
-            result.n_blueprints = len(blueprints)
-            if not blueprints:
+            used = [Blueprint.model_validate(q.blueprint) for q in earlier.values()]
+            missing = [p for p in range(self.settings.queries_per_doc) if p not in earlier]
+            blueprints = self.plan(doc_id, text, features, len(missing), used, result, meter)
+            result.n_blueprints = len(earlier) + len(blueprints)
+            if not result.n_blueprints:
                 raise LMOutputError("no blueprint could be planned from the features", stage="plan")
             stage = "write"
             with meter.stage("write"), self.slots:
-                queries = self.write(text, blueprints, result)
+                written = self.write(text, blueprints, result, avoid=[q.text for q in earlier.values()],
+                                     positions=missing[:len(blueprints)])
+            # the kept queries an earlier attempt could not label completely are retrieved and labelled again
+            redo = {p: q for p, q in earlier.items() if not q.complete}
+            queries = {**{p: q.text for p, q in redo.items()}, **written}
+            result.restated.update({p: q.restated_from for p, q in redo.items() if q.restated_from})
+            planned = {**{p: Blueprint.model_validate(q.blueprint) for p, q in redo.items()},
+                       **dict(zip(missing, blueprints))}
             stage = "translate"
             translations = self.translate(doc_id, queries, result, meter)
             stage = "retrieve"
             searched = list(queries) if self.translator is None else list(translations)
             hits = dict(zip(searched, self.searcher.search([translations.get(p, queries[p]) for p in searched],
                                                            self.settings.top_k)))
-            for pos, query in queries.items():
-                blueprint = blueprints[pos]
+            for pos, query in sorted(queries.items()):
+                blueprint = planned[pos]
                 found = hits.get(pos, [])  # an untranslated query is kept, without candidates (its failure is recorded)
                 q = QueryResult(query_id=query_id(doc_id, pos), position=pos, text=query,
                                 blueprint=blueprint.model_dump(mode="json"), restated_from=result.restated.get(pos),
@@ -200,7 +206,8 @@ class DocumentPipeline:
             stage = "annotate"
             with meter.stage("annotate"):
                 self._annotate(result)
-            if len(result.queries) < len(blueprints) or any(not q.complete for q in result.queries) \
+            if len(result.kept) + len(result.queries) < result.n_blueprints \
+                    or any(not q.complete for q in result.queries) \
                     or (self.translator is not None and len(translations) < len(queries)):
                 result.status = "partial"
         except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
@@ -233,21 +240,45 @@ class DocumentPipeline:
                                                    query_id=query_id(doc_id, pos), detail=answer_detail(exc)))
         return done
 
-    def write(self, text: str, blueprints: Sequence[Blueprint], result: DocumentResult) -> dict[int, str]:
-        """Queries by blueprint position. Blueprints left without a valid query are recorded as a failure of the
-        write stage and the rest are kept in their positions (the document is then partial); none valid fails it.
-        Queries the writer wrote as questions and that were restated in the examples' form are noted in
-        ``result.restated`` (position -> the question)."""
+    def plan(self, doc_id: str, text: str, features: Features, count: int, used: Sequence[Blueprint],
+             result: DocumentResult, meter: UsageMeter) -> list[Blueprint]:
+        """``count`` blueprints, none repeating ``used`` (those of queries kept from an earlier attempt). Degrade,
+        don't drop: the planner's valid blueprints are kept and the rest drawn in code, and that is recorded."""
+        if count <= 0:
+            return []
+        with meter.stage("plan"), self.slots:
+            try:
+                return self.program.plan_blueprints(text, features, count, already=used, retries=PLAN_RETRIES)
+            except BlueprintsIncomplete as exc:
+                blueprints = fallback_blueprints(features, count, kept=exc.kept, already=used,
+                                                 seed=zlib.crc32(doc_id.encode("utf-8")))
+                result.failures.append(Failure(stage="plan", kind="output", error=str(exc),
+                                               detail=answer_detail(exc, fallback="blueprints drawn in code",
+                                                                    blueprints=len(blueprints),
+                                                                    planned=len(exc.kept))))
+                return blueprints
+
+    def write(self, text: str, blueprints: Sequence[Blueprint], result: DocumentResult, *,
+              avoid: Sequence[str] = (), positions: Sequence[int] | None = None) -> dict[int, str]:
+        """Queries by position (``positions[i]`` is blueprint i's; default 0..n-1). Blueprints left without a valid
+        query are recorded as a failure of the write stage and the rest are kept in their positions (the document
+        is then partial); none valid fails it. ``avoid``: queries already kept for the document, which a new one
+        must not nearly duplicate. Queries the writer wrote as questions and that were restated in the examples'
+        form are noted in ``result.restated`` (position -> the question)."""
+        if not blueprints:
+            return {}
+        at = list(positions) if positions is not None else list(range(len(blueprints)))
         tally = WriteTally()
         try:
-            return dict(enumerate(self.program.write_queries(text, blueprints, tally=tally)))
+            written = dict(enumerate(self.program.write_queries(text, blueprints, avoid=avoid, tally=tally)))
         except QueriesIncomplete as exc:
-            missing = [n for n in range(len(blueprints)) if n not in exc.kept]
+            missing = [at[n] for n in range(len(blueprints)) if n not in exc.kept]
             result.failures.append(Failure(stage="write", kind="output", error=str(exc),
                                            detail=answer_detail(exc, missing_blueprints=missing)))
-            return dict(sorted(exc.kept.items()))
+            written = dict(sorted(exc.kept.items()))
         finally:
-            result.restated = dict(tally.restated)
+            result.restated.update({at[n]: question for n, question in tally.restated.items()})
+        return {at[n]: query for n, query in written.items()}
 
     def _annotate(self, result: DocumentResult) -> None:
         """Label every candidate of every query, in the judge's chunks with local ids; chunks run concurrently, and

@@ -22,6 +22,7 @@ from syntra_dspy.production.pipeline import describe_error
 from syntra_dspy.production.ray_cluster import RayOptions, worker_shares
 from syntra_dspy.production.ray_worker import DocumentWorker, WorkerPlan
 from syntra_dspy.production.store import RunStore
+from syntra_dspy.production.units import WorkUnit
 from syntra_dspy.programs.judge import RelevanceJudge
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class WorkerPool:
         room = [n for n in self.alive if self.queued[n] < self.depth[n]]
         return min(room, key=lambda n: self.queued[n] / self.depth[n]) if room else None
 
-    def submit(self, n: int, unit: tuple[str, int]) -> Any:
+    def submit(self, n: int, unit: WorkUnit) -> Any:
         """Queue ``unit`` on worker ``n``; returns the reference its result arrives on."""
         self.queued[n] += 1
         return self.actors[n].run.remote(*unit)
@@ -110,7 +111,7 @@ def _worker_failure(exc: BaseException) -> BaseException:
                             "and the generator's key variable")
 
 
-def execute_on_ray(ray: ModuleType, run: RunStore, session: int, plan: WorkerPlan, todo: list[tuple[str, int]],
+def execute_on_ray(ray: ModuleType, run: RunStore, session: int, plan: WorkerPlan, todo: list[WorkUnit],
                    judge: RelevanceJudge, *, options: RayOptions, concurrency: int, progress: bool, max_errors: int,
                    retry_failed: bool = False) -> tuple[str, int, float]:
     """Run ``todo`` on Ray workers, committing each result on arrival; the same contract as the thread pool."""
@@ -138,7 +139,7 @@ def execute_on_ray(ray: ModuleType, run: RunStore, session: int, plan: WorkerPla
 
 
 def _drive(ray: ModuleType, pool: WorkerPool, ledger: RunLedger,
-           pending: Iterator[tuple[str, int]]) -> tuple[str, BaseException | None]:
+           pending: Iterator[WorkUnit]) -> tuple[str, BaseException | None]:
     """Keep the workers' queues full and commit results as they arrive; returns (status, fatal error)."""
     inflight: dict[Any, tuple[int, str]] = {}
     status, stopping = "completed", False

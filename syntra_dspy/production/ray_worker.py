@@ -28,7 +28,7 @@ from syntra_dspy.errors import ConfigError
 from syntra_dspy.lm.roles import build_lm, prepare_lm
 from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.setup import ProductionInputs, corpus_location, load_inputs, run_identity
-from syntra_dspy.production.units import DocumentResult
+from syntra_dspy.production.units import DocumentResult, KeptWork
 from syntra_dspy.programs.judge import RelevanceJudge
 from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
 
@@ -103,10 +103,10 @@ class DocumentWorker:
         self.pipeline = build_pipeline(inputs, self.judge, slots=threading.BoundedSemaphore(slots),
                                        chunk_pool=self._chunk_pool, retry_temperature=checked.retry_temperature)
 
-    def run(self, doc_id: str, resample: int = 0) -> DocumentResult:
+    def run(self, doc_id: str, resample: int = 0, kept: KeptWork | None = None) -> DocumentResult:
         """One document, as the driver's thread pool would run it."""
         with production_context(self.lm):
-            return self.pipeline.run(doc_id, resample)
+            return self.pipeline.run(doc_id, resample, kept)
 
     def info(self) -> dict[str, Any]:
         """Where this worker runs, and whether its judge fell back (the driver records that in the store)."""

@@ -33,7 +33,7 @@ from syntra_dspy.lm.endpoints import RoutedEngine
 from syntra_dspy.lm.guarded import GuardedLM, cancel_calls
 from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
-from syntra_dspy.production.ledger import ProductionAborted, RunLedger
+from syntra_dspy.production.ledger import RunLedger
 from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.ray_cluster import RayOptions, ray_connection
 from syntra_dspy.production.ray_executor import execute_on_ray
@@ -50,7 +50,7 @@ from syntra_dspy.production.setup import (
     run_identity,
 )
 from syntra_dspy.production.store import RunStore, check_compatible
-from syntra_dspy.production.units import BackendState, DocumentResult
+from syntra_dspy.production.units import BackendState, DocumentResult, WorkUnit
 from syntra_dspy.programs.judge import RelevanceJudge
 from syntra_dspy.task import EncoderSpec, LMSpec
 
@@ -220,7 +220,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             todo = run.todo(retry_failed=retry_failed)
             session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
                 "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature,
-                "todo": len(todo), "resampled": sum(1 for _, r in todo if r),
+                "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r),
                 **({"ray": ray.describe()} if ray is not None else {})})
             logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),
                         run.document_counts(), concurrency, " on Ray" if ray is not None else "")
@@ -244,7 +244,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             run.close()
 
 
-def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[tuple[str, int]],
+def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[WorkUnit],
              judge: RelevanceJudge, *,
              concurrency: int, progress: bool, max_errors: int, retry_temperature: float,
              retry_failed: bool = False) -> tuple[str, int, float]:

@@ -30,7 +30,7 @@ from typing import Any, Self
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.production.store_file import StoreError, StoreLock, check_schema, probe, writable_path
-from syntra_dspy.production.units import BackendState, DocumentResult
+from syntra_dspy.production.units import BackendState, DocumentResult, KeptQuery, KeptWork, WorkUnit
 
 SCHEMA_VERSION = 1
 KIND = "syntra-dspy/run-store"
@@ -198,20 +198,35 @@ class RunStore:
                                    [(d, start + i) for i, d in enumerate(new)])
         return len(new)
 
-    def todo(self, *, retry_failed: bool = False) -> list[tuple[str, int]]:
-        """``(doc_id, resample)`` to process, in plan order: pending documents, those that failed on the backend
-        (transient), and with ``retry_failed`` also those whose LM output stayed invalid and the partial ones.
+    def todo(self, *, retry_failed: bool = False) -> list[WorkUnit]:
+        """``(doc_id, resample, kept)`` to process, in plan order: pending documents, those that failed on the
+        backend (transient), and with ``retry_failed`` also those whose LM output stayed invalid and the partial ones.
 
         ``resample`` is the number of earlier attempts for documents whose outputs were the problem (a fresh
-        sample is needed: a deterministic model, or a cached answer, would repeat them), else 0.
+        sample is needed: a deterministic model, or a cached answer, would repeat them), else 0. ``kept`` is what
+        earlier attempts left (:meth:`kept_work`), so a retry continues from it; None for a document never tried.
         """
         if retry_failed:
             where = "status IN ('pending', 'failed', 'partial')"
         else:
             where = "status = 'pending' OR (status = 'failed' AND error_kind = 'call')"
-        return [(doc_id, attempts if status == "partial" or (status == "failed" and kind != "call") else 0)
-                for doc_id, status, kind, attempts in self._conn.execute(
-                    f"SELECT doc_id, status, error_kind, attempts FROM documents WHERE {where} ORDER BY position")]
+        rows = self._conn.execute(
+            f"SELECT doc_id, status, error_kind, attempts FROM documents WHERE {where} ORDER BY position").fetchall()
+        return [(doc_id, attempts if status == "partial" or (status == "failed" and kind != "call") else 0,
+                 None if status == "pending" else self.kept_work(doc_id))
+                for doc_id, status, kind, attempts in rows]
+
+    def kept_work(self, doc_id: str) -> KeptWork | None:
+        """What earlier attempts at ``doc_id`` left: its extracted features and its queries (None: nothing)."""
+        row = self._conn.execute("SELECT features FROM documents WHERE doc_id=?", (doc_id,)).fetchone()
+        queries = tuple(
+            KeptQuery(position=pos, text=text, blueprint=json.loads(blueprint), complete=bool(complete),
+                      restated_from=restated)
+            for pos, text, blueprint, complete, restated in self._conn.execute(
+                "SELECT position, text, blueprint, complete, restated_from FROM queries WHERE doc_id=? "
+                "ORDER BY position", (doc_id,)))
+        features = json.loads(row[0]) if row is not None and row[0] else None
+        return KeptWork(features=features, queries=queries) if features is not None or queries else None
 
     # ── sessions ──
 
@@ -254,18 +269,28 @@ class RunStore:
             if row[0] == "done":
                 raise StoreError(f"document {result.doc_id!r} is already done; it will not be written twice",
                                  path=self.path)
-            if row[0] in ("failed", "partial"):  # an explicit retry replaces the earlier attempt
+            if row[0] in ("failed", "partial"):  # a retry replaces the earlier attempt, except the queries it kept
+                kept = ",".join(str(int(p)) for p in result.kept)
+                replaced = f"doc_id=? AND position NOT IN ({kept})"
+                found = {p for (p,) in c.execute("SELECT position FROM queries WHERE doc_id=?", (result.doc_id,))}
+                if not set(result.kept) <= found:
+                    raise StoreError(f"document {result.doc_id!r}: the retry keeps queries at positions "
+                                     f"{sorted(set(result.kept) - found)} that the store does not hold", path=self.path)
                 for table in ("candidates", "grades", "query_ranks", "query_translations"):
-                    c.execute(f"DELETE FROM {table} WHERE query_id IN (SELECT query_id FROM queries WHERE doc_id=?)",
+                    c.execute(f"DELETE FROM {table} WHERE query_id IN (SELECT query_id FROM queries WHERE {replaced})",
                               (result.doc_id,))
-                c.execute("DELETE FROM queries WHERE doc_id=?", (result.doc_id,))
+                c.execute(f"DELETE FROM queries WHERE {replaced}", (result.doc_id,))
                 c.execute("UPDATE failures SET superseded=1 WHERE doc_id=?", (result.doc_id,))
+            elif result.kept:
+                raise StoreError(f"document {result.doc_id!r} has no earlier attempt whose queries a retry could keep",
+                                 path=self.path)
             c.execute(
                 "UPDATE documents SET status=?, stage=?, error_kind=?, error=?, attempts=attempts+1, features=?, "
                 "n_blueprints=?, n_queries=?, seconds=?, session_id=?, updated_at=? WHERE doc_id=?",
                 (result.status, result.stage, result.error_kind, result.error,
                  None if result.features is None else json.dumps(result.features, ensure_ascii=False),
-                 result.n_blueprints, len(result.queries), round(result.seconds, 3), session_id, _now(),
+                 result.n_blueprints, len(result.kept) + len(result.queries), round(result.seconds, 3), session_id,
+                 _now(),
                  result.doc_id))
             c.executemany(
                 "INSERT INTO queries (query_id, doc_id, position, text, blueprint, source_rank, complete, "

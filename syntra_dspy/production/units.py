@@ -70,6 +70,37 @@ class QueryResult:
         return self.complete and "positive" in classes and "hard_negative" in classes
 
 
+@dataclass(frozen=True)
+class KeptQuery:
+    """A query an earlier attempt at a document left in the store: its text, blueprint and whether every candidate
+    got a label."""
+
+    position: int
+    text: str
+    blueprint: dict[str, Any]
+    complete: bool
+    restated_from: str | None = None
+
+
+@dataclass(frozen=True)
+class KeptWork:
+    """What an earlier attempt at a document left in the store, for a retry to continue from instead of starting
+    over: the extracted features (None when extraction itself failed) and the queries written. A retry keeps the
+    complete queries as they are, labels the incomplete ones again, and plans and writes only the missing ones."""
+
+    features: dict[str, Any] | None = None
+    queries: tuple[KeptQuery, ...] = ()
+
+    @property
+    def complete_positions(self) -> tuple[int, ...]:
+        return tuple(q.position for q in self.queries if q.complete)
+
+
+#: One document to process: its id, how many earlier attempts its outputs had (0: none, or a transient failure;
+#: a fresh sample is needed otherwise) and what those attempts left in the store.
+WorkUnit = tuple[str, int, KeptWork | None]
+
+
 @dataclass
 class DocumentResult:
     """Everything one document produced, plus its failures and LM usage, ready to commit."""
@@ -85,10 +116,13 @@ class DocumentResult:
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
     restated: dict[int, str] = field(default_factory=dict)  # query position -> the question its query restates
+    # positions of the complete queries an earlier attempt left in the store, which this result keeps as they are
+    kept: tuple[int, ...] = ()
 
     def fail(self, stage: str, kind: FailureKind, error: str, detail: dict[str, Any] | None = None) -> None:
-        """Mark the whole document failed at ``stage``; what it produced so far is not committed."""
-        self.status, self.stage = "failed", stage
+        """Mark the document failed at ``stage``; what this attempt produced so far is not committed. A document
+        whose earlier complete queries are kept stays partial (they are still there), with the failure recorded."""
+        self.status, self.stage = ("partial", None) if self.kept else ("failed", stage)
         self.queries = []
         self.texts = {}
         self.failures.append(Failure(stage=stage, kind=kind, error=error, detail=detail))
