@@ -121,3 +121,24 @@ def test_cli_excludes_the_task_files_few_shot_documents(source, tmp_path, monkey
     assert set(prov["excluded"]["queries"]) == {"q-csl-100737", "q-csl-000803", "q-csl-000330", "q-csl-000431",
                                                 "q-csl-100878"}  # all five template documents
     assert prov["queries"] == 1  # csl-000002; csl-000001 failed the language check
+
+
+SHARED_CSL = REPO.parent / "shared" / "data" / "csl-zh"
+
+
+@pytest.mark.skipif(not (SHARED_CSL / "corpus.jsonl").exists(), reason="../shared/data/csl-zh is not beside the checkout")
+def test_the_committed_csl_dev_set_is_a_known_item_set_without_the_tasks_few_shot_documents():
+    from syntra_dspy.task import load_task
+
+    folder = REPO / "benchmarks" / "data" / "csl-en-titles"
+    data = load_dataset(f"beir:{folder}:test")
+    task = load_task(REPO / "examples" / "csl-zh-clir.yaml")
+    few_shot = {ex.positive_id for ex in task.examples}
+    assert len(data.queries) == 187 and few_shot and len(few_shot) == 5
+    for qid, text in data.queries.items():
+        relevant = {d for d, gain in data.qrels[qid].items() if gain > 0}
+        assert len(relevant) == 1 and relevant <= set(data.corpus.ids) and not relevant & few_shot
+        assert check_language(text, "en") is None, (qid, text)
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert provenance["what"].startswith("machine-translated, not human")
+    assert provenance["model"]["model"] == "embedded/qwen2.5-coder-1.5b"
