@@ -313,3 +313,38 @@ def test_production_stores_a_restated_query_with_the_question_it_came_from(tmp_p
 
     assert main(["export", str(store), "--stats"]) == 0
     assert "100% rewritten from a rejected query" in capsys.readouterr().out
+
+
+class CutsItsFirstAnswer(Recording):
+    """Its first write answer stops mid-query at the token limit (the JSON never closed); what is cut off would
+    still pass every check as a 4-word claim once the adapter's JSON repair has closed it."""
+
+    def __call__(self, call):
+        answer = super().__call__(call)
+        if isinstance(answer, dict) and "queries" in answer and len(self.asked) == 1:
+            text = json.dumps(answer)
+            return text[:text.index(" effects", text.index('"blueprint": 1'))]
+        return answer
+
+
+def test_a_query_cut_off_at_the_token_limit_is_dropped_and_its_blueprint_asked_again():
+    brain = CutsItsFirstAnswer()
+    assert write(brain) == ["Notch has broad supporting effects", "Notch has specific refuting effects"]
+    assert len(brain.asked) == 2 and brain.asked[1][0].startswith("1. identifier: Notch")
+    assert "0. identifier" not in brain.asked[1][0]  # the complete query of the cut answer was kept
+
+
+class CutRewrite(CopiesOnce):
+    """Copies once; its rewrite runs to the token limit (an unclosed JSON answer)."""
+
+    @staticmethod
+    def rewrite(inputs):
+        return '{"rewritten": "Notch receptors expressed on hematopoietic stem cells support their'
+
+
+def test_a_rewrite_cut_off_at_the_token_limit_is_not_kept():
+    brain = CutRewrite()
+    with pytest.raises(QueriesIncomplete) as caught:
+        write(brain)
+    assert caught.value.kept == {0: "Notch has broad supporting effects"}
+    assert brain.calls["rewrite"] >= 1

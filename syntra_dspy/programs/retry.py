@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import dspy
@@ -36,11 +37,36 @@ class _AnswerCapture(BaseCallback):
             self.text = first.get("text") if isinstance(first, dict) else str(first)
 
 
+_CAPTURE: ContextVar[_AnswerCapture | None] = ContextVar("syntra_answer_capture", default=None)
+
+
+def answer_cut_off() -> bool:
+    """Whether the latest LM answer of the running step stopped before closing its JSON: an answer cut at the token
+    limit, which the JSON adapter's repair closes into a shorter answer that looks valid (a query cut mid-sentence
+    passes every check). Answers not in JSON are not judged."""
+    capture = _CAPTURE.get()
+    if capture is None or capture.text is None:
+        return False
+    text = capture.text.strip()
+    if text.startswith("```"):
+        text = text.removeprefix("```json").removeprefix("```").rstrip().removesuffix("```").rstrip()
+    return text.startswith(("{", "[")) and not text.endswith(("}", "]"))
+
+
 def call_with_repair(stage: str, call: Callable[[str, dict], T], *, max_retries: int) -> T:
-    """``call(note, config)`` until it returns; ``OutputRejected`` or a parse error earns a repair note and a retry."""
+    """``call(note, config)`` until it returns; ``OutputRejected`` or a parse error earns a repair note and a retry.
+    Inside ``call``, :func:`answer_cut_off` tells whether the latest answer was cut at the token limit."""
+    capture = _AnswerCapture()
+    token = _CAPTURE.set(capture)
+    try:
+        return _repairing(stage, call, max_retries, capture)
+    finally:
+        _CAPTURE.reset(token)
+
+
+def _repairing(stage: str, call: Callable[[str, dict], T], max_retries: int, capture: _AnswerCapture) -> T:
     note = ""
     last: Exception | None = None
-    capture = _AnswerCapture()
     callbacks = [*(dspy.settings.get("callbacks") or []), capture]
     for attempt in range(max_retries + 1):
         config = {} if attempt == 0 else {"temperature": 0.7, "rollout_id": attempt, "frequency_penalty": 0.5}

@@ -16,7 +16,7 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.programs.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.programs.judge import Candidate, RelevanceJudge
-from syntra_dspy.programs.retry import LAST_ANSWER_CHARS, call_with_repair  # noqa: F401 - re-exported
+from syntra_dspy.programs.retry import LAST_ANSWER_CHARS, answer_cut_off, call_with_repair  # noqa: F401 - re-exported
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures import (
     Blueprint,
@@ -268,6 +268,11 @@ class SynthesisProgram(dspy.Module):
                 config={**config, "max_tokens": 60 + 120 * len(asked)},
             )
             written = pred.queries or []
+            if written and answer_cut_off():
+                # Cut at the token limit: the JSON repair closed the last query mid-sentence. Drop it; its
+                # blueprint is asked again like any missing one.
+                logger.info("write answer cut at the token limit; its last query %r is dropped", written[-1].query)
+                written = written[:-1]
             try:
                 found = check_queries(written, asked, language=lang, avoid=[*avoid, *kept.values()], document=doc,
                                       numbers=numbers, form=form, near_duplicate=self.near_duplicate)
@@ -318,6 +323,9 @@ class SynthesisProgram(dspy.Module):
                 logger.info("rewriting %r failed: %s", query, exc)
                 return None
             text = " ".join(str(pred.rewritten or "").split()).strip().strip('"').strip()
+            if answer_cut_off():  # a rewrite that ran to the token limit is a passage, and what is left is cut
+                logger.info("rewriting %r: the answer was cut at the token limit", query)
+                return None
             problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
                                     near_duplicate=self.near_duplicate)
             if problem is None:
