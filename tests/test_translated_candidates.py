@@ -215,6 +215,15 @@ def test_a_translation_that_stays_invalid_is_recorded_and_the_query_kept(clir, t
     with RunStore.open(store, readonly=True) as r:
         assert r.document_counts()["partial"] == 2  # --retry-failed redoes them
     assert export_records(store, tmp_path / "train.jsonl", include_partial=True).records == 0
+    # a retry with a translator that works translates, retrieves and labels the same queries, writing nothing new
+    brain = ClirBrain()
+    run(clir, store, brain, candidates="bm25-translated", docs=2, retry_failed=True)
+    again, translations, _, failures = stored_queries(store)
+    assert [(q["query_id"], q["text"]) for q in again] == [(q["query_id"], q["text"]) for q in queries]
+    assert set(translations) == {q["query_id"] for q in queries} and all(q["candidates"] for q in again)
+    assert not {"extract", "plan", "write"} & set(brain.calls) and failures == []
+    with RunStore.open(store, readonly=True) as r:
+        assert r.document_counts()["done"] == 2
 
 
 def test_dense_candidates_stay_the_default_and_translate_nothing(clir, tmp_path):

@@ -217,14 +217,17 @@ class RunStore:
                 for doc_id, status, kind, attempts in rows]
 
     def kept_work(self, doc_id: str) -> KeptWork | None:
-        """What earlier attempts at ``doc_id`` left: its extracted features and its queries (None: nothing)."""
+        """What earlier attempts at ``doc_id`` left: its extracted features and its queries (None: nothing). A
+        query counts as complete when it has candidates and every one is labelled (a query kept without candidates,
+        e.g. one whose translation failed, is retrieved and labelled again)."""
         row = self._conn.execute("SELECT features FROM documents WHERE doc_id=?", (doc_id,)).fetchone()
         queries = tuple(
             KeptQuery(position=pos, text=text, blueprint=json.loads(blueprint), complete=bool(complete),
                       restated_from=restated)
             for pos, text, blueprint, complete, restated in self._conn.execute(
-                "SELECT position, text, blueprint, complete, restated_from FROM queries WHERE doc_id=? "
-                "ORDER BY position", (doc_id,)))
+                "SELECT position, text, blueprint, complete AND EXISTS (SELECT 1 FROM candidates c WHERE "
+                "c.query_id = q.query_id), restated_from FROM queries q WHERE doc_id=? ORDER BY position",
+                (doc_id,)))
         features = json.loads(row[0]) if row is not None and row[0] else None
         return KeptWork(features=features, queries=queries) if features is not None or queries else None
 
