@@ -259,6 +259,27 @@ def test_a_retry_that_fails_again_leaves_the_kept_queries_and_the_document_parti
     assert export_records(store, tmp_path / "after.jsonl").records == records
 
 
+def test_a_retry_relabels_an_incomplete_query_even_when_its_new_blueprint_stays_without_a_query(mini, minilm, corpus,
+                                                                                               tmp_path):
+    ids = planned(mini, 2)
+    docs = [corpus[d].content for d in ids]
+    store = tmp_path / "run.db"
+    # blueprint 0's query loses one label chunk, blueprint 1 never gets a valid query, blueprint 2 is fine
+    brain = SabotageBrain(bad_labels=[docs[0]], chinese_second=[docs[0]], chinese_hot=[docs[0]])
+    run(mini, minilm, store, brain, docs=2)
+    assert rows(store, "SELECT position, complete FROM queries WHERE doc_id=? ORDER BY position", (ids[0],)) == \
+        [(0, 0), (2, 1)]
+    text = rows(store, "SELECT text FROM queries WHERE doc_id=? AND position=0", (ids[0],))
+    run(mini, minilm, store, brain, docs=2, retry_failed=True)
+    assert rows(store, "SELECT position, complete FROM queries WHERE doc_id=? ORDER BY position", (ids[0],)) == \
+        [(0, 1), (2, 1)]
+    assert rows(store, "SELECT text FROM queries WHERE doc_id=? AND position=0", (ids[0],)) == text
+    assert rows(store, "SELECT status FROM documents WHERE doc_id=?", (ids[0],)) == [("partial",)]
+    with RunStore.open(store, readonly=True) as r:
+        assert [(f["stage"], json.loads(f["detail"])["missing_blueprints"]) for f in r.failures()
+                if f["doc_id"] == ids[0]] == [("write", [1])]
+
+
 def test_resume_refuses_settings_that_change_records(baseline, mini, minilm, tmp_path):
     store = tmp_path / "run.db"
     shutil.copy(baseline[0], store)

@@ -171,9 +171,17 @@ class DocumentPipeline:
             if not result.n_blueprints:
                 raise LMOutputError("no blueprint could be planned from the features", stage="plan")
             stage = "write"
-            with meter.stage("write"), self.slots:
-                written = self.write(text, blueprints, result, avoid=[q.text for q in earlier.values()],
-                                     positions=missing[:len(blueprints)])
+            try:
+                with meter.stage("write"), self.slots:
+                    written = self.write(text, blueprints, result, avoid=[q.text for q in earlier.values()],
+                                         positions=missing[:len(blueprints)])
+            except LMOutputError as exc:
+                if not earlier:
+                    raise
+                # a retry whose new blueprints all stay without a query still keeps (and relabels) the earlier ones
+                result.failures.append(Failure(stage="write", kind="output", error=str(exc),
+                                               detail=answer_detail(exc, missing_blueprints=missing)))
+                written = {}
             # the kept queries an earlier attempt could not label completely are retrieved and labelled again
             redo = {p: q for p, q in earlier.items() if not q.complete}
             queries = {**{p: q.text for p, q in redo.items()}, **written}
