@@ -72,8 +72,8 @@ class QueryResult:
 
 @dataclass(frozen=True)
 class KeptQuery:
-    """A query an earlier attempt at a document left in the store: its text, blueprint and whether every candidate
-    got a label."""
+    """A query an earlier attempt at a document left in the store: its text, its blueprint, and whether it is
+    complete (it has candidates and every one got a label)."""
 
     position: int
     text: str
