@@ -142,3 +142,8 @@ def test_the_committed_csl_dev_set_is_a_known_item_set_without_the_tasks_few_sho
     provenance = json.loads((folder / "provenance.json").read_text())
     assert provenance["what"].startswith("machine-translated, not human")
     assert provenance["model"]["model"] == "embedded/qwen2.5-coder-1.5b"
+    # the same queries translated back into Chinese, for BM25 over the documents' language
+    back = load_dataset(f"beir:{REPO / 'benchmarks' / 'data' / 'csl-zh-backtranslated'}:test")
+    assert len(back.queries) == 182 and set(back.queries) <= set(data.queries)
+    assert all(back.qrels[q] == data.qrels[q] for q in back.queries)
+    assert all(check_language(text, "zh") is None for text in back.queries.values())
