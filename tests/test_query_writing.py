@@ -348,3 +348,21 @@ def test_a_rewrite_cut_off_at_the_token_limit_is_not_kept():
         write(brain)
     assert caught.value.kept == {0: "Notch has broad supporting effects"}
     assert brain.calls["rewrite"] >= 1
+
+
+class CutsItsExtraction(SyntraBrain):
+    """Its extraction answer stops at the token limit inside the last option of its last attribute dimension."""
+
+    def __call__(self, call):
+        answer = super().__call__(call)
+        if isinstance(answer, dict) and "identifiers" in answer:
+            text = json.dumps(answer)
+            return text[:text.rindex("refuting") + 4]
+        return answer
+
+
+def test_an_extraction_cut_off_at_the_token_limit_loses_its_cut_dimension_not_a_fragment_of_it():
+    with dspy.context(lm=scripted_lm(CutsItsExtraction()), adapter=dspy.JSONAdapter()):
+        features = program().extract_features(DOC)
+    assert [d.dimension for d in features.attributes] == ["specificity"]
+    assert features.identifiers  # written before the cut, complete

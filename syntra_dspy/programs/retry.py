@@ -40,17 +40,23 @@ class _AnswerCapture(BaseCallback):
 _CAPTURE: ContextVar[_AnswerCapture | None] = ContextVar("syntra_answer_capture", default=None)
 
 
+def latest_answer() -> str | None:
+    """The raw text of the latest LM answer of the running step (code fences removed), or None."""
+    capture = _CAPTURE.get()
+    if capture is None or capture.text is None:
+        return None
+    text = capture.text.strip()
+    if text.startswith("```"):
+        text = text.removeprefix("```json").removeprefix("```").rstrip().removesuffix("```").rstrip()
+    return text
+
+
 def answer_cut_off() -> bool:
     """Whether the latest LM answer of the running step stopped before closing its JSON: an answer cut at the token
     limit, which the JSON adapter's repair closes into a shorter answer that looks valid (a query cut mid-sentence
     passes every check). Answers not in JSON are not judged."""
-    capture = _CAPTURE.get()
-    if capture is None or capture.text is None:
-        return False
-    text = capture.text.strip()
-    if text.startswith("```"):
-        text = text.removeprefix("```json").removeprefix("```").rstrip().removesuffix("```").rstrip()
-    return text.startswith(("{", "[")) and not text.endswith(("}", "]"))
+    text = latest_answer()
+    return text is not None and text.startswith(("{", "[")) and not text.endswith(("}", "]"))
 
 
 def call_with_repair(stage: str, call: Callable[[str, dict], T], *, max_retries: int) -> T:

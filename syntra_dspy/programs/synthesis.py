@@ -16,7 +16,12 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.programs.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.programs.judge import Candidate, RelevanceJudge
-from syntra_dspy.programs.retry import LAST_ANSWER_CHARS, answer_cut_off, call_with_repair  # noqa: F401 - re-exported
+from syntra_dspy.programs.retry import (
+    LAST_ANSWER_CHARS,  # noqa: F401 - re-exported
+    answer_cut_off,
+    call_with_repair,
+    latest_answer,
+)
 from syntra_dspy.programs.step import Step
 from syntra_dspy.signatures import (
     Blueprint,
@@ -191,7 +196,16 @@ class SynthesisProgram(dspy.Module):
 
         def call(note: str, config: dict) -> Features:
             pred = self.extract(document=doc, retry_note=note, config=config)
-            return clean_features(pred.identifiers, pred.attributes)
+            identifiers, attributes = list(pred.identifiers or []), list(pred.attributes or [])
+            if answer_cut_off():
+                # Cut at the token limit: the last item of the list written last may be cut mid-word (the JSON
+                # repair closed it); drop it rather than plan queries around a fragment.
+                text = latest_answer() or ""
+                if attributes and text.rfind('"attributes"') > text.rfind('"identifiers"'):
+                    attributes = attributes[:-1]
+                elif identifiers:
+                    identifiers = identifiers[:-1]
+            return clean_features(identifiers, attributes)
 
         return self._retrying("extract", call)
 
