@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -83,6 +84,23 @@ def test_run_store_records_artifact_settings_and_every_unit(baseline, mini):
     for qid, doc_id, source_rank in rows(store, "SELECT query_id, doc_id, source_rank FROM queries"):
         ranks = [r for r, in rows(store, "SELECT rank FROM candidates WHERE query_id=? AND doc_id=?", (qid, doc_id))]
         assert ranks == ([] if source_rank is None else [source_rank])
+
+
+def test_each_session_records_the_code_that_ran_it(baseline):
+    import subprocess
+
+    import syntra_dspy
+    from syntra_dspy.code_version import code_version
+
+    (options,), = rows(baseline[0], "SELECT options FROM sessions")
+    code = json.loads(options)["code"]
+    assert code == code_version() and code["syntra_dspy"] == syntra_dspy.__version__
+    root = Path(syntra_dspy.__file__).resolve().parent.parent
+    found = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if (root / ".git").exists() and found.returncode == 0:  # run from a checkout: the commit is named
+        assert code["git_commit"] == found.stdout.strip() and isinstance(code["git_dirty"], bool)
+    else:
+        assert code["git_commit"] is None
 
 
 def test_every_prompt_starts_with_the_artifacts_fixed_instruction(baseline, mini):

@@ -29,6 +29,7 @@ from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.retrieval.context import CorpusContext
 from syntra_dspy.retrieval.encoder import Encoder
 from syntra_dspy.errors import ConfigError, RunAbandoned, is_fatal_backend_error, stops_run
+from syntra_dspy.code_version import code_version
 from syntra_dspy.lm.endpoints import RoutedEngine
 from syntra_dspy.lm.guarded import GuardedLM, cancel_calls
 from syntra_dspy.lm.roles import prepare_lm
@@ -220,7 +221,7 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
             todo = run.todo(retry_failed=retry_failed)
             session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
                 "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature,
-                "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r),
+                "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
                 **({"ray": ray.describe()} if ray is not None else {})})
             logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),
                         run.document_counts(), concurrency, " on Ray" if ray is not None else "")
