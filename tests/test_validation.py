@@ -187,3 +187,18 @@ def test_a_copied_query_is_sent_to_its_rewrite_with_the_words_it_copied_and_a_le
         check_queries([WrittenQuery(blueprint=0, query=query)], [bp("FGF21", specificity="broad")], language="en",
                       document=document, max_copied_words=8)
     assert caught.value.repairs == {0: (query, note)}
+
+
+def test_a_copy_notes_length_cap_never_contradicts_the_examples_form():
+    from syntra_dspy.programs.validation import repair_note
+    from syntra_dspy.query_form import QueryForm
+
+    document = "Tenomodulin expression in human adipocytes rises markedly during their differentiation in culture."
+    query = "Tenomodulin expression in human adipocytes rises markedly during their differentiation."
+    long_claims = QueryForm.from_examples(["A claim " + "with many words " * 10 + "stated.",
+                                           "Another claim " + "with many words " * 11 + "here."])
+    assert long_claims.min_length > 10
+    assert f"at most {long_claims.min_length} words" in repair_note("copy", query, document, 10, long_claims)
+    chinese = QueryForm.from_examples(["枸杞多糖防治2型糖尿病的机制", "高压脉冲电场对酵母菌存活率的影响"])
+    assert chinese.unit == "characters" and "at most" not in repair_note("copy", query, document, 10, chinese)
+    assert "at most 10 words" in repair_note("copy", query, document, 10, None)

@@ -201,19 +201,25 @@ REPAIRS = {
 QUOTED_RUN_WORDS = 12
 
 
-def copy_repair(query: str, document: str, max_words: int) -> str:
-    """What a copy rewrite is told: the words it copied, and a length too short to hold such a run. A small
-    writer told only to use its own words mostly returns the passage again."""
+def copy_repair(query: str, document: str, max_words: int | None) -> str:
+    """What a copy rewrite is told: the words it copied, and (``max_words``) a length too short to hold such a run.
+    A small writer told only to use its own words mostly returns the passage again."""
     run = copied_run(query, document)
     quoted = " ".join(run[:QUOTED_RUN_WORDS]) + (" ..." if len(run) > QUOTED_RUN_WORDS else "")
-    return (f'It copies the document\'s words "{quoted}". Say what it states in your own words, at most {max_words} '
-            "words, keeping its key terms, as a searcher who has not read the document would.")
+    length = f", at most {max_words} words" if max_words is not None else ""
+    return (f'It copies the document\'s words "{quoted}". Say what it states in your own words{length}, keeping '
+            "its key terms, as a searcher who has not read the document would.")
 
 
-def repair_note(kind: str, query: str, document: str | None, max_copied_words: int) -> str:
-    """The note a rewrite of ``kind`` (a key of :data:`REPAIRS`) gets for ``query``."""
+def repair_note(kind: str, query: str, document: str | None, max_copied_words: int,
+                form: QueryForm | None = None) -> str:
+    """The note a rewrite of ``kind`` (a key of :data:`REPAIRS`) gets for ``query``. A copy's length cap is the
+    copy limit, or the examples' shortest length where that is longer; none where lengths are counted in
+    characters (a Chinese run is one word to the copy check)."""
     if kind == "copy" and document is not None:
-        return copy_repair(query, document, max_copied_words)
+        if form is not None and form.unit != "words":
+            return copy_repair(query, document, None)
+        return copy_repair(query, document, max(max_copied_words, form.min_length if form is not None else 0))
     return REPAIRS[kind]
 
 
@@ -318,7 +324,7 @@ def check_queries(
             kind = repair_kind(item.query, problem[0], form)
             if kind is not None:
                 repairs.setdefault(slot, (" ".join(item.query.split()),
-                                           repair_note(kind, item.query, document, max_copied_words)))
+                                           repair_note(kind, item.query, document, max_copied_words, form)))
         if slot not in kept:
             problems.append(f"query for blueprint {slot} {first_problem}")
         else:
