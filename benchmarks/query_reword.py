@@ -209,8 +209,7 @@ def main() -> int:
     dense = IndexCandidates(corpus, inputs.encoder, inputs.index)
     terms_of = DocumentTerms(corpus)
     form = program.query_form()
-    examples = "\n".join(f"- {ex.query}" for ex in program.state.examples)
-    form_text = f"Write every query in English{', ' + form.rule() if form else ''}.\nExample queries:\n{examples}"
+    form_text = program.rewrite_form()
     rows = sqlite3.connect(args.store).execute(
         "SELECT q.text, q.doc_id, q.blueprint FROM queries q JOIN query_ranks r USING (query_id) "
         "WHERE r.bm25_source_rank = 0 ORDER BY q.query_id LIMIT ?", (args.queries,)).fetchall()

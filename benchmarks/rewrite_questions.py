@@ -123,7 +123,6 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    from syntra_dspy.languages import language_name
     from judge_agreement import load  # the artifact's inputs and its own generator, loaded once
     from syntra_dspy.programs.validation import REPAIRS, copy_repair, query_problem
     from syntra_dspy.signatures.queries import RewriteRejectedQuery
@@ -131,8 +130,6 @@ def main() -> int:
     inputs, lm = load(args.artifact)
     program, corpus = inputs.artifact.program, inputs.corpus
     form = program.query_form()
-    rule = f"Write every query in {language_name('en')}" + (f", {form.rule()}." if form is not None else ".")
-    examples = "\n".join(f"- {ex.query}" for ex in program.state.examples)
     if args.kind == "question":
         pairs = questions_of(args.store, args.limit)
         variants = {"plain": (lambda q, doc: form.problem(q) if form else "is a question", []),
@@ -154,7 +151,7 @@ def main() -> int:
                 started = time.perf_counter()
                 try:
                     pred = step(query=query, problem=problem(query, document),
-                                form=f"{rule}\nExample queries:\n{examples}", config={"max_tokens": 120})
+                                form=program.rewrite_form(), config={"max_tokens": 120})
                     text = " ".join(str(pred.rewritten or "").split()).strip().strip('"').strip()
                 except (ValueError, dspy.utils.exceptions.AdapterParseError):
                     text = ""

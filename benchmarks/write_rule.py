@@ -53,7 +53,6 @@ def main() -> int:
 
     from judge_agreement import load
     from syntra_dspy.errors import LMOutputError, QueriesIncomplete
-    from syntra_dspy.languages import language_name
     from syntra_dspy.programs import context as ctx
     from syntra_dspy.query_form import copied_share
     from syntra_dspy.programs.validation import (Features, QueriesRejected, WriteTally, check_queries,
@@ -82,7 +81,7 @@ def main() -> int:
     marker = "\n\n## Query instruction for this task"
     base = program.write.signature.instructions
     fixed = base.replace(marker, f"\n\n## Query form\n{block}{marker}") if marker in base else f"{base}\n\n## Query form\n{block}"
-    production = f"Write every query in {language_name('en')}, {form.rule()}."
+    production = program.query_rule()
     steps = {"A": (program.write, language), "B": (program.write, rule), "P": (program.write, production),
              "P+copy": (program.write, production[:-1] + "; never the document's title or one of its sentences: say "
                                                           "the finding in your own words."),

@@ -164,9 +164,9 @@ class DocumentPipeline:
                     features = self.program.extract_features(text)
             result.features = features.to_dict()
             stage = "plan"
-            used = [Blueprint.model_validate(q.blueprint) for q in earlier.values()]
+            used = {p: Blueprint.model_validate(q.blueprint) for p, q in earlier.items()}
             missing = [p for p in range(self.settings.queries_per_doc) if p not in earlier]
-            blueprints = self.plan(doc_id, text, features, len(missing), used, result, meter)
+            blueprints = self.plan(doc_id, text, features, len(missing), list(used.values()), result, meter)
             result.n_blueprints = len(earlier) + len(blueprints)
             if not result.n_blueprints:
                 raise LMOutputError("no blueprint could be planned from the features", stage="plan")
@@ -186,8 +186,7 @@ class DocumentPipeline:
             redo = {p: q for p, q in earlier.items() if not q.complete}
             queries = {**{p: q.text for p, q in redo.items()}, **written}
             result.restated.update({p: q.restated_from for p, q in redo.items() if q.restated_from})
-            planned = {**{p: Blueprint.model_validate(q.blueprint) for p, q in redo.items()},
-                       **dict(zip(missing, blueprints))}
+            planned = {**{p: used[p] for p in redo}, **dict(zip(missing, blueprints))}
             stage = "translate"
             translations = self.translate(doc_id, queries, result, meter)
             stage = "retrieve"

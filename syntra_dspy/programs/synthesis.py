@@ -264,12 +264,10 @@ class SynthesisProgram(dspy.Module):
         rewritten and kept (production); compile trials turn it off, so an instruction is judged on what the writer
         itself wrote."""
         doc = ctx.clip(document, self.max_doc_chars)
-        lang = self.state.task_definition.query_language if self.state.task_definition else "en"
+        lang = self.query_language()
         form = self.query_form()
         kept: dict[int, str] = {}
-        # The language and the examples' form, in the call itself: a small writer follows a rule next to its answer
-        # that it ignores in the fixed instruction (see ``QueryForm.rule``).
-        rule = f"Write every query in {language_name(lang)}" + (f", {form.rule()}." if form is not None else ".")
+        rule = self.query_rule()
 
         def call(note: str, config: dict) -> list[str]:
             numbers = [n for n in range(len(blueprints)) if n not in kept]
@@ -295,7 +293,7 @@ class SynthesisProgram(dspy.Module):
                     tally.add(exc.checked, exc.off_form, str(exc))
                 kept.update(exc.kept)
                 for slot, (query, fix) in (exc.repairs.items() if rewrite else ()):
-                    rewritten = self._rewrite(query, fix, rule, lang=lang, document=doc, form=form,
+                    rewritten = self._rewrite(query, fix, lang=lang, document=doc, form=form,
                                               earlier=[*avoid, *kept.values()])
                     if rewritten is not None:
                         kept[slot] = rewritten
@@ -320,18 +318,16 @@ class SynthesisProgram(dspy.Module):
                 raise
             raise QueriesIncomplete(exc.message, kept=dict(kept), stage="write", last_answer=exc.last_answer) from None
 
-    def _rewrite(self, query: str, fix: str, rule: str, *, lang: str, document: str, form: QueryForm | None,
+    def _rewrite(self, query: str, fix: str, *, lang: str, document: str, form: QueryForm | None,
                  earlier: Sequence[str]) -> str | None:
         """A rejected query rewritten by a short call to fix what was wrong (a question where the task's queries
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
         call costs ten times as much. A rewrite that still has the wrong form is rewritten once more, with its own
         problem (``REWRITE_TRIES``)."""
-        examples = "\n".join(f"- {ex.query}" for ex in self.state.examples)
         for _ in range(REWRITE_TRIES):
             try:
-                pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix,
-                                                           form=f"{rule}\nExample queries:\n{examples}",
+                pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix, form=self.rewrite_form(),
                                                            config={"max_tokens": 120})
             except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
                 logger.info("rewriting %r failed: %s", query, exc)
@@ -356,6 +352,22 @@ class SynthesisProgram(dspy.Module):
     def query_form(self) -> QueryForm | None:
         """The form written queries must have, read off the task's example queries (None without examples)."""
         return QueryForm.from_examples([ex.query for ex in self.state.examples])
+
+    def query_language(self) -> str:
+        """The language queries are written in (the task definition's; English without one)."""
+        return self.state.task_definition.query_language if self.state.task_definition else "en"
+
+    def query_rule(self) -> str:
+        """The language and the examples' form, as the write step states them in the call itself: a small writer
+        follows a rule next to its answer that it ignores in the fixed instruction (see ``QueryForm.rule``)."""
+        form = self.query_form()
+        return f"Write every query in {language_name(self.query_language())}" + \
+            (f", {form.rule()}." if form is not None else ".")
+
+    def rewrite_form(self) -> str:
+        """What a rewrite of a rejected query is told about the form: the write step's rule and the examples."""
+        examples = "\n".join(f"- {ex.query}" for ex in self.state.examples)
+        return f"{self.query_rule()}\nExample queries:\n{examples}"
 
     def label_candidates(self, query: str, candidates: Sequence[str]) -> list[int]:
         """One 0-3 score per candidate text, in the order given (local ids are positions)."""
