@@ -70,12 +70,23 @@ def call_with_repair(stage: str, call: Callable[[str, dict], T], *, max_retries:
         _CAPTURE.reset(token)
 
 
+def _rollout_base(max_retries: int) -> int:
+    """Where this loop's retry rollouts start. Under an LM that is itself a resample (``rollout_id`` n, a document
+    retried with ``--retry-failed``), retries take rollouts of their own, ``n * (max_retries + 1) + attempt``: with
+    plain ``attempt`` a retry whose first answer fails for the same reason as last time sends the earlier attempt's
+    prompt and rollout again, and the cache hands back the earlier attempt's rejected answer."""
+    lm = dspy.settings.get("lm")
+    outer = getattr(lm, "kwargs", {}).get("rollout_id") if lm is not None else None
+    return int(outer) * (max_retries + 1) if isinstance(outer, int) else 0
+
+
 def _repairing(stage: str, call: Callable[[str, dict], T], max_retries: int, capture: _AnswerCapture) -> T:
     note = ""
     last: Exception | None = None
     callbacks = [*(dspy.settings.get("callbacks") or []), capture]
+    base = _rollout_base(max_retries)
     for attempt in range(max_retries + 1):
-        config = {} if attempt == 0 else {"temperature": 0.7, "rollout_id": attempt, "frequency_penalty": 0.5}
+        config = {} if attempt == 0 else {"temperature": 0.7, "rollout_id": base + attempt, "frequency_penalty": 0.5}
         capture.text = None
         try:
             with dspy.context(callbacks=callbacks):
