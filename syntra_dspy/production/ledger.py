@@ -70,14 +70,29 @@ class Progress:
         self.bar.reset(total=self.total)
 
     def line(self) -> str:
-        """One line on the pace so far (for the log)."""
+        """One line on the pace so far and the time left at that pace (for the log)."""
         c, seconds = self.counts, max(time.perf_counter() - self.started, 1e-9)
-        return (f"progress: {c['documents']}/{self.total} documents ({c['documents'] / seconds:.2f}/s), "
+        done = c["documents"]
+        if not done:
+            pace = "none finished yet"
+        else:
+            pace = f"{done / seconds:.2f}/s" if done >= seconds else f"{seconds / done:.0f} s/doc"
+        if 0 < done < self.total:
+            pace += f", about {_duration((self.total - done) * seconds / done)} left"
+        return (f"progress: {done}/{self.total} documents ({pace}), "
                 f"{c['calls'] / seconds:.1f} calls/s, {c['tokens'] / seconds:.0f} tokens/s, "
                 f"{c['records']} records, {c['failures']} failures")
 
     def close(self) -> None:
         self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``7 min``, ``3 h 05 min``: a run's time left as a person reads it."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 class RunLedger:
