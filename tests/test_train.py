@@ -254,11 +254,42 @@ def test_loss_follows_the_settings(minilm) -> None:
 
     from syntra_dspy.training.train import _loss
 
-    plain = _loss(minilm.model, TrainConfig())
-    assert type(plain) is losses.MultipleNegativesRankingLoss and plain.scale == pytest.approx(50.0)
-    cached = _loss(minilm.model, TrainConfig(loss="cached-mnrl", temperature=0.05, mini_batch_size=8))
-    assert isinstance(cached, losses.CachedMultipleNegativesRankingLoss)
-    assert cached.scale == pytest.approx(20.0) and cached.mini_batch_size == 8
+    default = _loss(minilm.model, TrainConfig())
+    assert isinstance(default, losses.CachedMultipleNegativesRankingLoss)
+    assert default.scale == pytest.approx(50.0) and default.mini_batch_size == 8
+    plain = _loss(minilm.model, TrainConfig(loss="mnrl", temperature=0.05))
+    assert type(plain) is losses.MultipleNegativesRankingLoss and plain.scale == pytest.approx(20.0)
+
+
+def test_the_bounded_memory_loss_equals_the_plain_one(minilm, records_file: Path) -> None:
+    """The default (cached, a mini-batch of texts at a time) computes the same InfoNCE value and gradients as
+    one forward pass over every text of the step: only memory differs (dropout off, so both see the same model)."""
+    import torch
+
+    from syntra_dspy.training.train import _loss
+
+    model = minilm.model
+    rows = [json.loads(line) for line in records_file.read_text(encoding="utf-8").splitlines()][:6]
+    columns = [[r["query"] for r in rows], [r["pos"][0] for r in rows],
+               *([(r["neg"] * 2)[i] for r in rows] for i in range(2))]
+    was_training = model.training
+    model.eval()
+    found = []
+    try:
+        for config in (TrainConfig(loss="mnrl", temperature=0.5),
+                       TrainConfig(mini_batch_size=4, temperature=0.5)):
+            model.zero_grad()
+            features = [dict(model.tokenize(texts)) for texts in columns]
+            value = _loss(model, config)(features, torch.zeros(len(rows)))
+            value.backward()
+            grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+            found.append((float(value), grads))
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
+    (plain, plain_grads), (cached, cached_grads) = found
+    assert plain > 0.01 and cached == pytest.approx(plain, rel=1e-5)
+    assert torch.allclose(plain_grads, cached_grads, rtol=1e-4, atol=1e-6)
 
 
 def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,8 +30,10 @@ _OPTIONS = (
     ("--negatives", "num_negatives", int,
      "hard negatives per query, repeated when a record has fewer (0: in-batch negatives only)"),
     ("--temperature", "temperature", float, "InfoNCE temperature (loss scale = 1/temperature)"),
-    ("--loss", "loss", str, "mnrl, or cached-mnrl for large batches in bounded memory"),
-    ("--mini-batch-size", "mini_batch_size", int, "texts per forward pass with --loss cached-mnrl"),
+    ("--loss", "loss", str, ("cached-mnrl (the same loss and gradients as mnrl, in bounded memory) or mnrl "
+                             "(every text of a step in one forward pass: several times the memory)")),
+    ("--mini-batch-size", "mini_batch_size", int, ("texts per forward pass with --loss cached-mnrl (raise it "
+                                                   "on a large GPU for speed, lower it if memory runs out)")),
     ("--max-seq-length", "max_seq_length", int, ("truncate texts to this many tokens while training "
                                                  "(default: the base model's limit)")),
     ("--device", "device", str, "torch device (default: automatic)"),
