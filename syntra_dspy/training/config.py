@@ -50,9 +50,9 @@ class TrainConfig:
     num_negatives: int = 7  # hard negatives per query (repeated when a record has fewer; 0: in-batch only)
     temperature: float = 0.02  # InfoNCE temperature; the loss scale is 1 / temperature
     #: ``cached-mnrl`` (GradCache) computes the same loss and gradients as ``mnrl`` a mini-batch of texts at a
-    #: time: measured on 2 CPU cores, a 16-query step with 7 negatives took all-MiniLM-L6-v2 17 GB with ``mnrl``
-    #: and 2.5 GB with mini-batches of 8, and no longer (EmbeddingGemma-300m: killed at 22 GB, against 7 GB with
-    #: mini-batches of 4). On a large GPU a bigger ``mini_batch_size`` is faster.
+    #: time. A 16-query step with 7 negatives on 2 CPU cores (benchmarks/results/train_memory.md): all-MiniLM-L6-v2
+    #: 13.3 GB with ``mnrl``, 2.3 GB and less time with mini-batches of 8; EmbeddingGemma-300m killed at 22 GB with
+    #: ``mnrl``, 6.3 GB with mini-batches of 4. On a large GPU a bigger ``mini_batch_size`` is faster.
     loss: LossName = "cached-mnrl"
     mini_batch_size: int = 8  # texts per forward pass, only for "cached-mnrl"
     max_seq_length: int | None = None  # None: the base model's own limit
