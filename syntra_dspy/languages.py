@@ -17,6 +17,7 @@ _NAMES = {
     "ar": "Arabic",
 }
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _CJK_LANGS = {"zh", "ja"}
 
@@ -45,6 +46,13 @@ def check_language(text: str, code: str) -> str | None:
     code = code.lower()
     if code in _CJK_LANGS and share_cjk < 0.5:
         return f"is not written in {language_name(code)}"
-    if code not in _CJK_LANGS and code not in {"ko"} and share_cjk > 0.1:
-        return f"is not written in {language_name(code)} (it contains Chinese/Japanese characters)"
+    if code not in _CJK_LANGS and code not in {"ko"}:
+        if share_cjk > 0.1:
+            return f"is not written in {language_name(code)} (it contains Chinese/Japanese characters)"
+        left = _CJK_RUN.findall(text)
+        if left:
+            # A word the writer did not translate ("low渗透 oil reservoirs"): a searcher writing in this language
+            # would not type it, and no lexical index of this language finds it.
+            shown = ", ".join(f"'{w}'" for w in dict.fromkeys(left))
+            return f"keeps Chinese/Japanese characters ({shown}); write them in {language_name(code)}"
     return None
