@@ -54,5 +54,5 @@ def check_language(text: str, code: str) -> str | None:
             # A word the writer did not translate ("low渗透 oil reservoirs"): a searcher writing in this language
             # would not type it, and no lexical index of this language finds it.
             shown = ", ".join(f"'{w}'" for w in dict.fromkeys(left))
-            return f"keeps Chinese/Japanese characters ({shown}); write them in {language_name(code)}"
+            return f"keeps Chinese/Japanese characters ({shown}) untranslated"
     return None

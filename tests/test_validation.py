@@ -70,7 +70,7 @@ def test_language_check_handles_the_cross_language_case():
     assert "Chinese" in check_language("Does FGF21 protect?", "zh")
     # one untranslated word in an otherwise English query (a 1.5B writer's CSL query) is named, not let through
     problem = check_language("planned experiments of microbial bioactivity in low渗透 oil reservoirs", "en")
-    assert problem == "keeps Chinese/Japanese characters ('渗透'); write them in English"
+    assert problem == "keeps Chinese/Japanese characters ('渗透') untranslated"
 
 
 def test_labels_every_candidate_exactly_once():
