@@ -144,6 +144,35 @@ def test_a_query_that_copies_the_document_is_rewritten_in_other_words_by_one_sho
     assert tally.restated[1].startswith("Notch receptors expressed on hematopoietic stem cells")
 
 
+class AnswersInChinese(Recording):
+    """Writes blueprint 1's query in Chinese (a cross-language writer answering in the document's language); the
+    rewrite translates it only when its note asks for a translation into English."""
+
+    CHINESE = "造血干细胞上表达的Notch受体"
+    ENGLISH = "Notch receptors on blood stem cells have supporting effects."
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write":
+            for q in answer["queries"]:
+                if q["blueprint"] == 1:
+                    q["query"] = self.CHINESE
+        return name, answer
+
+    def rewrite(self, inputs):
+        if inputs.get("query") == self.CHINESE and "translate it into English" in inputs.get("problem", ""):
+            return {"rewritten": self.ENGLISH}
+        return {"rewritten": inputs.get("query", "")}
+
+
+def test_a_query_in_the_documents_language_is_translated_by_one_short_call():
+    brain, tally = AnswersInChinese(), WriteTally()
+    queries = write(brain, tally=tally)
+    assert queries == ["Notch has broad supporting effects", AnswersInChinese.ENGLISH]
+    assert len(brain.asked) == 1 and brain.calls["rewrite"] == 1  # no second write call
+    assert tally.restated[1] == AnswersInChinese.CHINESE
+
+
 def test_a_writer_of_questions_whose_restatements_fail_is_rejected_with_the_repair_note():
     brain, tally = CannotRestate(), WriteTally()
     with pytest.raises(LMOutputError, match="write a declarative claim like the examples, not a question") as caught:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from syntra_dspy.languages import check_language
+from syntra_dspy.languages import check_language, language_name
 from syntra_dspy.query_form import QueryForm, shape, token_jaccard
 from syntra_dspy.signatures.types import (
     AttributeChoice,
@@ -212,10 +212,14 @@ def copy_repair(query: str, document: str, max_words: int | None) -> str:
 
 
 def repair_note(kind: str, query: str, document: str | None, max_copied_words: int,
-                form: QueryForm | None = None) -> str:
-    """The note a rewrite of ``kind`` (a key of :data:`REPAIRS`) gets for ``query``. A copy's length cap is the
-    copy limit, or the examples' shortest length where that is longer; none where lengths are counted in
-    characters (a Chinese run is one word to the copy check)."""
+                form: QueryForm | None = None, language: str | None = None) -> str:
+    """The note a rewrite of ``kind`` (a key of :data:`REPAIRS`, or ``language``) gets for ``query``. A copy's
+    length cap is the copy limit, or the examples' shortest length where that is longer; none where lengths are
+    counted in characters (a Chinese run is one word to the copy check)."""
+    if kind == "language":
+        name = language_name(language or "en")
+        return (f"It is not written in {name}, the language of this task's queries: translate it into {name}, "
+                "keeping every concept and name, in the form of the example queries.")
     if kind == "copy" and document is not None:
         if form is not None and form.unit != "words":
             return copy_repair(query, document, None)
@@ -227,6 +231,8 @@ def repair_kind(query: str, problem: str, form: QueryForm | None) -> str | None:
     """Which rewrite can fix a rejected query (a key of :data:`REPAIRS`), or None."""
     if problem.startswith("copies a sentence of the document"):
         return "copy"
+    if problem.startswith(("is not written in", "keeps Chinese/Japanese characters")):
+        return "language"  # a cross-language writer that answered in the document's language: translate it
     if form is not None and form.restates_questions and shape(query) == "question" and problem.startswith("is a question"):
         return "question"
     return None
@@ -324,7 +330,8 @@ def check_queries(
             kind = repair_kind(item.query, problem[0], form)
             if kind is not None:
                 repairs.setdefault(slot, (" ".join(item.query.split()),
-                                           repair_note(kind, item.query, document, max_copied_words, form)))
+                                           repair_note(kind, item.query, document, max_copied_words, form,
+                                                       language)))
         if slot not in kept:
             problems.append(f"query for blueprint {slot} {first_problem}")
         else:
