@@ -30,31 +30,21 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "train_memory.md"
 
 
-def build_records(beir: Path, split: str, n: int, negatives: int, seed: int, out: Path) -> Path:
-    """``n`` training records from a BEIR directory: query, its first judged document, random negatives."""
-    corpus = {}
-    with open(beir / "corpus.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            doc = json.loads(line)
-            corpus[doc["_id"]] = " ".join(x for x in (doc.get("title"), doc.get("text")) if x)
-    queries = {}
-    with open(beir / "queries.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            q = json.loads(line)
-            queries[q["_id"]] = q["text"]
-    positive: dict[str, str] = {}
-    with open(beir / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
-            qid, did, score = line.rstrip("\n").split("\t")[:3]
-            if int(score) > 0 and did in corpus and qid in queries:
-                positive.setdefault(qid, did)
+def build_records(spec: str, n: int, negatives: int, seed: int, out: Path) -> Path:
+    """``n`` training records from a BEIR dataset (``beir:PATH:split``): query, its first judged document,
+    random negatives (document text as production's records carry it: title and text)."""
+    from syntra_dspy.evaluation import load_dataset
+
+    data = load_dataset(spec)
+    ids = data.corpus.ids
+    positive = {qid: next(d for d, gain in judged.items() if gain > 0) for qid, judged in data.qrels.items()
+                if qid in data.queries and any(gain > 0 for gain in judged.values())}
     rng = random.Random(seed)
-    ids = list(corpus)
     rows = []
     for qid in sorted(positive)[:n]:
         negs = [d for d in rng.sample(ids, negatives + 1) if d != positive[qid]][:negatives]
-        rows.append({"query": queries[qid], "pos": [corpus[positive[qid]]], "neg": [corpus[d] for d in negs]})
+        rows.append({"query": data.queries[qid], "pos": [data.corpus[positive[qid]].content],
+                     "neg": [data.corpus[d].content for d in negs]})
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return out
 
@@ -62,10 +52,10 @@ def build_records(beir: Path, split: str, n: int, negatives: int, seed: int, out
 def run_case(case: str, index: int, work: Path, batch: int, negatives: int) -> dict:
     model, _, rest = case.partition("@")
     parts = rest.split(":")
-    beir, split, loss = Path(parts[0]), parts[1], parts[2]
+    spec, loss = f"beir:{parts[0]}:{parts[1]}", parts[2]
     mini = int(parts[3]) if len(parts) > 3 and parts[3] else None
     max_seq = int(parts[4]) if len(parts) > 4 else None
-    records = build_records(beir, split, batch, negatives, 0, work / f"records-{index}.jsonl")
+    records = build_records(spec, batch, negatives, 0, work / f"records-{index}.jsonl")
     out = work / f"model-{index}"
     cmd = [sys.executable, "-m", "syntra_dspy.cli", "train", str(records), "--base", model, "--out", str(out),
            "--max-steps", "1", "--warmup-ratio", "0", "--batch-size", str(batch), "--negatives", str(negatives),
