@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from syntra_dspy.programs.retry import strip_code_fence
 from syntra_dspy.query_form import tokens as query_tokens
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\n?|\n?```$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 #: Token-set overlap above which a sentence of an LM-written instruction repeats an earlier one (see clean_text).
@@ -23,7 +23,7 @@ def clean_text(text: str | None) -> str:
     more than ``NEAR_REPEAT`` (Jaccard), is dropped (order and line structure are kept), so a loop cannot bloat
     every later prompt.
     """
-    text = _FENCE.sub("", (text or "").strip()).strip()
+    text = strip_code_fence(text or "")
     seen: set[str] = set()
     earlier: list[set[str]] = []
     lines = []

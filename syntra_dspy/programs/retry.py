@@ -8,6 +8,7 @@ instructions. What still fails raises ``LMOutputError`` naming the stage, with t
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -38,6 +39,12 @@ class _AnswerCapture(BaseCallback):
 
 
 _CAPTURE: ContextVar[_AnswerCapture | None] = ContextVar("syntra_answer_capture", default=None)
+_FENCE = re.compile(r"^```[a-zA-Z]*\n?|\n?```$")
+
+
+def strip_code_fence(text: str) -> str:
+    """``text`` without the Markdown code fence (```` ```json ````) a model may wrap an answer in."""
+    return _FENCE.sub("", text.strip()).strip()
 
 
 def latest_answer() -> str | None:
@@ -46,9 +53,7 @@ def latest_answer() -> str | None:
     if capture is None or capture.text is None:
         return None
     text = capture.text.strip()
-    if text.startswith("```"):
-        text = text.removeprefix("```json").removeprefix("```").rstrip().removesuffix("```").rstrip()
-    return text
+    return strip_code_fence(text) if text.startswith("```") else text
 
 
 def answer_cut_off() -> bool:
