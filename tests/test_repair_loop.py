@@ -45,3 +45,18 @@ def test_a_first_attempt_loop_run_again_replays_from_the_cache(cached_lm):
     """The plain path keeps its rollouts (1, 2), so a rerun replays answers cached by earlier runs for free."""
     assert _model_calls_of_a_rejected_loop(cached_lm) == 3
     assert _model_calls_of_a_rejected_loop(cached_lm) == 0
+
+
+def test_a_fenced_answer_is_judged_for_a_cut_off_like_a_bare_one():
+    """An answer wrapped in a ```json fence is read without the fence (an opening line's newline included)."""
+    from syntra_dspy.programs import retry
+
+    capture = retry._AnswerCapture()
+    token = retry._CAPTURE.set(capture)
+    try:
+        capture.text = '```json\n{"queries": [{"blueprint": 0, "query": "Notch has broad supporting eff'
+        assert retry.latest_answer().startswith('{"queries"') and retry.answer_cut_off()
+        capture.text = '```json\n{"queries": []}\n```'
+        assert retry.latest_answer() == '{"queries": []}' and not retry.answer_cut_off()
+    finally:
+        retry._CAPTURE.reset(token)
