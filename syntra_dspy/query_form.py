@@ -29,6 +29,10 @@ _QUESTION_END = ("?", "？")
 _SENTENCE_END = (".", "!", "。", "！")
 _INTERROGATIVE = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was", "were",
                   "do", "does", "did", "can", "could", "should", "would", "will"}
+#: Words a question puts before its subject ("What are the main uses of ...", "How many ...", "How to ..."):
+#: the run of them that opens a question is what :func:`search_terms` drops.
+_QUESTION_OPENING = _INTERROGATIVE | {"has", "have", "had", "many", "much", "to", "the", "a", "an"}
+_OPENING_WORD = re.compile(r"\s*([^\W\d_]+)\b\s*")
 
 
 def tokens(text: str) -> list[str]:
@@ -43,6 +47,28 @@ def shape(text: str) -> Shape:
     if text.endswith(_QUESTION_END) or (words and words[0] in _INTERROGATIVE):
         return "question"
     return "sentence" if text.endswith(_SENTENCE_END) else "plain"
+
+
+def search_terms(question: str) -> str | None:
+    """A one-part English question as plain search terms: its opening question words and final question mark
+    dropped ("What are the main applications of fractal techniques?" -> "main applications of fractal
+    techniques"); None when nothing is left or the text holds more than one question.
+
+    Why: asked for keyword queries, the embedded 1.5B writer mostly writes questions, and asked to rewrite one, it
+    writes the same question again (CSL run: 42 rewrites rejected as questions in 10 documents). The subject of
+    such a question is already the search request a keyword task wants, so code keeps it instead of a third call.
+    """
+    text = question.strip().strip("\"'“”").strip()
+    body = text.rstrip("?？ ").strip()
+    if not body or any(mark in body for mark in _QUESTION_END):
+        return None
+    start = 0
+    while (match := _OPENING_WORD.match(body, start)) and match.group(1).lower() in _QUESTION_OPENING:
+        start = match.end()
+    terms = body[start:].strip(" ,;:")
+    if start == 0 and not text.endswith(_QUESTION_END):
+        return None  # not a question at all
+    return terms or None
 
 
 @dataclass(frozen=True)

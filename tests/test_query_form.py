@@ -88,3 +88,21 @@ def test_several_queries_for_the_one_blueprint_asked_keep_the_first_valid_one():
     with pytest.raises(QueriesRejected, match="query for blueprint 2 is a question") as caught:
         check_queries(written[:1] * 2, BLUEPRINTS[2:], numbers=[2], language="en", form=form)
     assert caught.value.off_form == 2 and caught.value.kept == {}
+
+
+@pytest.mark.parametrize(("question", "terms"), [
+    ("What are the main applications of fractal techniques?", "main applications of fractal techniques"),
+    ("what is the chemical composition of the egg phospholipid?", "chemical composition of the egg phospholipid"),
+    ("How many patients recover after a stroke?", "patients recover after a stroke"),
+    ("How to improve rice yield", "improve rice yield"),
+    ("Which 3D printing methods suit ceramics?", "3D printing methods suit ceramics"),
+    ("Is pulsed electric field sterilisation effective? Why?", None),  # two questions: not one subject
+    ("What?", None),
+    ("decolorization of the reactive dye X-3B", None),  # not a question
+])
+def test_a_question_is_cut_to_its_subject_as_plain_search_terms(question, terms):
+    from syntra_dspy.query_form import search_terms
+
+    assert search_terms(question) == terms
+    if terms is not None:
+        assert shape(terms) == "plain"

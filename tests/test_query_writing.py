@@ -173,6 +173,24 @@ def test_a_query_in_the_documents_language_is_translated_by_one_short_call():
     assert tally.restated[1] == AnswersInChinese.CHINESE
 
 
+KEYWORDS = ["notch signalling in tumour stroma", "fgf21 and atherosclerosis in mice", "breast cancer risk factors"]
+
+
+def test_questions_for_keyword_examples_are_cut_to_their_subject_in_code_without_a_rewrite_call():
+    definition = TaskDefinition(query_type="keyword search request", doc_type="abstract",
+                                relevance_definition="relevant if it addresses the request's subject")
+    state = ComponentState(task_definition=definition, query_instruction="",
+                           examples=tuple(FewShotPair(query=q, positive_text="an abstract") for q in KEYWORDS))
+    brain, tally = CannotRestate(), WriteTally()
+    with dspy.context(lm=scripted_lm(brain), adapter=dspy.JSONAdapter()):
+        queries = SynthesisProgram(state).write_queries(DOC, BLUEPRINTS[:2], tally=tally)
+    assert queries == ["known about Notch (broad supporting)", "known about Notch (specific refuting)"]
+    assert len(brain.asked) == 1 and brain.calls.get("rewrite", 0) == 0  # neither a second write nor a rewrite
+    assert tally.restated == {0: "What is known about Notch (broad supporting)?",
+                              1: "What is known about Notch (specific refuting)?"}
+    # claim examples: a question cannot be cut into a claim, so the same writer is rejected (next test)
+
+
 def test_a_writer_of_questions_whose_restatements_fail_is_rejected_with_the_repair_note():
     brain, tally = CannotRestate(), WriteTally()
     with pytest.raises(LMOutputError, match="write a declarative claim like the examples, not a question") as caught:

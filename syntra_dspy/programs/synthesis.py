@@ -33,7 +33,7 @@ from syntra_dspy.signatures import (
     RewriteRejectedQuery,
     WriteQueriesFromBlueprints,
 )
-from syntra_dspy.query_form import QueryForm
+from syntra_dspy.query_form import QueryForm, search_terms, shape
 from syntra_dspy.programs.validation import (
     NEAR_DUPLICATE,
     Features,
@@ -324,7 +324,11 @@ class SynthesisProgram(dspy.Module):
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
         call costs ten times as much. A rewrite that still has the wrong form is rewritten once more, with its own
-        problem (``REWRITE_TRIES``)."""
+        problem (``REWRITE_TRIES``). Where the task's queries are plain search terms, a question is first cut to
+        its subject in code (:func:`search_terms`), and so is a rewrite that is a question again."""
+        terms = self._question_as_terms(query, lang=lang, document=document, form=form, earlier=earlier)
+        if terms is not None:
+            return terms
         for _ in range(REWRITE_TRIES):
             try:
                 pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix, form=self.rewrite_form(),
@@ -340,6 +344,9 @@ class SynthesisProgram(dspy.Module):
                                     near_duplicate=self.near_duplicate)
             if problem is None:
                 return text
+            terms = self._question_as_terms(text, lang=lang, document=document, form=form, earlier=earlier)
+            if terms is not None:
+                return terms
             why, off_form = problem
             logger.info("rewritten query %r rejected: %s", text, why)
             if not text or text == query or not off_form:
@@ -348,6 +355,19 @@ class SynthesisProgram(dspy.Module):
                 return None
             query, fix = text, why
         return None
+
+    def _question_as_terms(self, query: str, *, lang: str, document: str, form: QueryForm | None,
+                           earlier: Sequence[str]) -> str | None:
+        """A question cut to plain search terms, when the task's queries are such terms and the cut passes every
+        check; None otherwise."""
+        if form is None or form.kind != "plain" or shape(query) != "question":
+            return None
+        terms = search_terms(query)
+        if terms is None or query_problem(terms, language=lang, document=document, form=form, earlier=earlier,
+                                          near_duplicate=self.near_duplicate) is not None:
+            return None
+        logger.info("question %r kept as the search terms %r", query, terms)
+        return terms
 
     def query_form(self) -> QueryForm | None:
         """The form written queries must have, read off the task's example queries (None without examples)."""
