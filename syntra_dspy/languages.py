@@ -20,6 +20,8 @@ _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _CJK_RUN = re.compile(_CJK.pattern + "+")
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _CJK_LANGS = {"zh", "ja"}
+#: Languages written in Chinese/Japanese characters.
+CJK_LANGUAGES = frozenset(_CJK_LANGS)
 
 
 def language_name(code: str) -> str:

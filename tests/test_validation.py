@@ -28,6 +28,23 @@ def test_clean_features_drops_duplicates_and_single_option_dimensions():
         clean_features([], FEATURES.attributes)
 
 
+def test_for_english_queries_dimensions_and_options_in_chinese_are_dropped_and_identifiers_kept():
+    from syntra_dspy.programs.validation import DEFAULT_ATTRIBUTES
+
+    idents = [Identifier(kind="entity", text="小波包"), Identifier(kind="entity", text="fractal analysis")]
+    mixed = [AttributeDimension(dimension="specificity", options=["高", "中", "低"]),
+             AttributeDimension(dimension="概率水平", options=["high", "low"]),
+             AttributeDimension(dimension="expertise", options=["novice", "专家", "expert"])]
+    english = clean_features(idents, mixed, query_language="en")
+    assert [i.text for i in english.identifiers] == ["小波包", "fractal analysis"]
+    assert [(d.dimension, d.options) for d in english.attributes] == [("expertise", ["novice", "expert"])]
+    only_chinese = clean_features(idents, mixed[:2], query_language="en")
+    assert only_chinese.attributes == DEFAULT_ATTRIBUTES
+    # Chinese queries keep them all; without a language nothing changes
+    assert len(clean_features(idents, mixed, query_language="zh").attributes) == 3
+    assert len(clean_features(idents, mixed).attributes) == 3
+
+
 def test_blueprints_must_copy_identifiers_and_options_and_not_repeat():
     kept, problems = check_blueprints(
         [bp("fgf21", specificity="BROAD"), bp("FGF-21", specificity="broad"), bp("FGF21", specificity="narrow"),

@@ -205,7 +205,7 @@ class SynthesisProgram(dspy.Module):
                     attributes = attributes[:-1]
                 elif identifiers:
                     identifiers = identifiers[:-1]
-            return clean_features(identifiers, attributes)
+            return clean_features(identifiers, attributes, query_language=self.query_language())
 
         return self._retrying("extract", call)
 

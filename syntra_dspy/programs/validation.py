@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from syntra_dspy.languages import check_language, language_name
+from syntra_dspy.languages import CJK_LANGUAGES, check_language, cjk_share, language_name
 from syntra_dspy.query_form import QueryForm, shape, token_jaccard
 from syntra_dspy.signatures.types import (
     AttributeChoice,
@@ -74,8 +74,26 @@ def copied_words(query: str, document: str) -> int:
     return len(copied_run(query, document))
 
 
-def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[AttributeDimension]) -> Features:
-    """Drop empty and duplicate identifiers, dimensions and options; reject what is left unusable."""
+#: Query dimensions for a document whose extracted ones were all in another script than the queries' language.
+DEFAULT_ATTRIBUTES = (
+    AttributeDimension(dimension="specificity", options=["general topic", "specific method or result"]),
+    AttributeDimension(dimension="aspect", options=["method", "finding", "application"]),
+)
+
+
+def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[AttributeDimension], *,
+                   query_language: str | None = None) -> Features:
+    """Drop empty and duplicate identifiers, dimensions and options; reject what is left unusable.
+
+    With a ``query_language`` written in Latin script, a dimension or option holding Chinese/Japanese characters is
+    dropped too (the identifiers, the document's own terms, stay as they are): dimensions describe the *query*, and
+    the writer copies the blueprint's words into it. CSL probe (English queries, Chinese abstracts): the 1.5B
+    extractor wrote dimensions and options in Chinese ("specificity": 高/中/低; "概率水平") for every document, the
+    planner then named Chinese terms as dimensions in 6 of 10 documents and the writer answered in Chinese in 4.
+    Where nothing is left, :data:`DEFAULT_ATTRIBUTES` are used."""
+    def foreign(text: str) -> bool:
+        return query_language is not None and query_language.lower() not in CJK_LANGUAGES and cjk_share(text) > 0
+
     seen: set[str] = set()
     idents = []
     for ident in identifiers or []:
@@ -85,16 +103,23 @@ def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[Attri
             idents.append(Identifier(kind=ident.kind, text=" ".join(ident.text.split())))
     dims = []
     seen_dims: set[str] = set()
+    dropped = False
     for dim in attributes or []:
         name = " ".join(dim.dimension.split())
         options: list[str] = []
         for opt in dim.options:
             opt = " ".join(opt.split())
-            if opt and _norm(opt) not in {_norm(o) for o in options}:
+            if opt and foreign(opt):
+                dropped = True
+            elif opt and _norm(opt) not in {_norm(o) for o in options}:
                 options.append(opt)
-        if name and _norm(name) not in seen_dims and len(options) >= 2:
+        if name and foreign(name):
+            dropped = True
+        elif name and _norm(name) not in seen_dims and len(options) >= 2:
             seen_dims.add(_norm(name))
             dims.append(AttributeDimension(dimension=name, options=options[:4]))
+    if not dims and dropped:
+        dims = list(DEFAULT_ATTRIBUTES)
     problems = []
     if not idents:
         problems.append("give at least one identifier taken from the document")
