@@ -32,7 +32,7 @@ _INTERROGATIVE = {"what", "which", "who", "whom", "whose", "when", "where", "why
 #: Words a question puts before its subject ("What are the main uses of ...", "How many ...", "How to ..."):
 #: the run of them that opens a question is what :func:`search_terms` drops.
 _QUESTION_OPENING = _INTERROGATIVE | {"has", "have", "had", "many", "much", "to", "the", "a", "an"}
-_OPENING_WORD = re.compile(r"\s*([^\W\d_]+)\b\s*")
+_OPENING_WORD = re.compile(r"\s*([^\W\d_]+)(?:['’]s)?\b\s*")
 
 
 def tokens(text: str) -> list[str]:

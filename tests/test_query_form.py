@@ -96,6 +96,7 @@ def test_several_queries_for_the_one_blueprint_asked_keep_the_first_valid_one():
     ("How many patients recover after a stroke?", "patients recover after a stroke"),
     ("How to improve rice yield", "improve rice yield"),
     ("Which 3D printing methods suit ceramics?", "3D printing methods suit ceramics"),
+    ("What's the role of FOXO3 in Crohn's disease?", "role of FOXO3 in Crohn's disease"),
     ("Is pulsed electric field sterilisation effective? Why?", None),  # two questions: not one subject
     ("What?", None),
     ("decolorization of the reactive dye X-3B", None),  # not a question
