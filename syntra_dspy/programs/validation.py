@@ -76,7 +76,7 @@ def copied_words(query: str, document: str) -> int:
 
 #: Query dimensions for a document whose extracted ones were all in another script than the queries' language.
 DEFAULT_ATTRIBUTES = (
-    AttributeDimension(dimension="specificity", options=["general topic", "specific method or result"]),
+    AttributeDimension(dimension="specificity", options=["broad", "specific"]),
     AttributeDimension(dimension="aspect", options=["method", "finding", "application"]),
 )
 
