@@ -71,6 +71,23 @@ def search_terms(question: str) -> str | None:
     return terms or None
 
 
+#: Words that name no subject of their own: function words, and what any paper has (its topic, results, method).
+_GENERIC = frozenset("""
+a an the of in on for to and or with by from at as about into its their this that these those it is are be
+what which how main key primary major central overall general specific basic new recent current various different
+topic topics subject subjects paper papers study studies article articles research work works document abstract
+author authors result results finding findings conclusion conclusions method methods approach approaches analysis
+purpose aim aims goal goals focus role roles application applications use uses used effect effects field area
+""".split())
+
+
+def names_a_subject(query: str) -> bool:
+    """Whether a query in Latin script holds a word beyond function words and what every paper has ("main topic of
+    the paper" names none: it matches any document). Text in Chinese/Japanese characters always passes."""
+    words = tokens(query)
+    return any(w not in _GENERIC and not w.isdigit() for w in words) if words else False
+
+
 @dataclass(frozen=True)
 class QueryForm:
     """What the examples show: the kind of query and the length range a written query must stay within.

@@ -107,3 +107,21 @@ def test_a_question_is_cut_to_its_subject_as_plain_search_terms(question, terms)
     assert search_terms(question) == terms
     if terms is not None:
         assert shape(terms) == "plain"
+
+
+@pytest.mark.parametrize(("query", "ok"), [
+    ("main topic of the paper", False),  # CSL probe: matches any document
+    ("What are the main results of this study?", False),
+    ("main results of recent ceramic research", True),
+    ("Notch signaling occurs between tumor cells and stromal cells.", True),
+    ("陶瓷材料的增韧机理", True),
+])
+def test_a_query_must_name_a_subject_beyond_what_every_paper_has(query, ok):
+    from syntra_dspy.programs.validation import query_problem
+    from syntra_dspy.query_form import names_a_subject
+
+    assert names_a_subject(query) is ok
+    problem = query_problem(query, language="zh" if "陶" in query else "en", document=None)
+    assert (problem is None) is ok
+    if not ok:
+        assert problem[0].startswith("names no subject")

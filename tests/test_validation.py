@@ -67,10 +67,10 @@ def test_blueprints_already_used_count_as_repeats():
 
 def test_queries_one_per_blueprint_in_language_without_duplicates():
     bps = [bp("FGF21", specificity="broad"), bp("FGF21", specificity="specific")]
-    assert check_queries([WrittenQuery(blueprint=1, query="b"), WrittenQuery(blueprint=0, query=' "a" ')], bps,
-                         language="en") == ["a", "b"]
+    assert check_queries([WrittenQuery(blueprint=1, query="beta"), WrittenQuery(blueprint=0, query=' "alpha" ')], bps,
+                         language="en") == ["alpha", "beta"]
     with pytest.raises(OutputRejected, match="exactly 2"):
-        check_queries([WrittenQuery(blueprint=0, query="a")], bps, language="en")
+        check_queries([WrittenQuery(blueprint=0, query="alpha")], bps, language="en")
     with pytest.raises(OutputRejected, match="duplicates"):
         check_queries([WrittenQuery(blueprint=0, query="same"), WrittenQuery(blueprint=1, query="Same")], bps,
                       language="en")

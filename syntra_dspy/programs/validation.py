@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from syntra_dspy.languages import CJK_LANGUAGES, check_language, cjk_share, language_name
-from syntra_dspy.query_form import QueryForm, shape, token_jaccard
+from syntra_dspy.query_form import QueryForm, names_a_subject, shape, token_jaccard
 from syntra_dspy.signatures.types import (
     AttributeChoice,
     AttributeDimension,
@@ -289,6 +289,8 @@ def query_problem(query: str, *, language: str, document: str | None, max_copied
     lang_problem = check_language(text, language)
     if lang_problem:
         return f"{lang_problem}; write it in the requested language", 0
+    if not names_a_subject(text):
+        return "names no subject (it would match any paper); name what this document is about", 0
     if document is not None and copied_words(text, document) > max_copied_words:
         return ("copies a sentence of the document; rephrase it the way a searcher who has not read the document "
                 "would"), 0
