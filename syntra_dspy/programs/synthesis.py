@@ -347,7 +347,7 @@ class SynthesisProgram(dspy.Module):
             terms = self._question_as_terms(text, lang=lang, document=document, form=form, earlier=earlier)
             if terms is not None:
                 return terms
-            why, off_form = problem
+            why, off_form, _ = problem
             logger.info("rewritten query %r rejected: %s", text, why)
             if not text or text == query or not off_form:
                 # Only a rewrite of the wrong form (a question again) is rewritten again: that is what a second

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from syntra_dspy.languages import CJK_LANGUAGES, check_language, cjk_share, language_name
 from syntra_dspy.query_form import QueryForm, names_a_subject, shape, token_jaccard
@@ -252,15 +253,14 @@ def repair_note(kind: str, query: str, document: str | None, max_copied_words: i
     return REPAIRS[kind]
 
 
-def repair_kind(query: str, problem: str, form: QueryForm | None) -> str | None:
-    """Which rewrite can fix a rejected query (a key of :data:`REPAIRS`), or None."""
-    if problem.startswith("copies a sentence of the document"):
-        return "copy"
-    if problem.startswith(("is not written in", "keeps Chinese/Japanese characters")):
-        return "language"  # a cross-language writer that answered in the document's language: translate it
-    if form is not None and form.restates_questions and shape(query) == "question" and problem.startswith("is a question"):
-        return "question"
-    return None
+#: The problems one short rewrite call can fix (each a key of :data:`REPAIRS`, or ``language``).
+REPAIRABLE = frozenset({"copy", "language", "question"})
+
+
+def repair_kind(problem: QueryProblem) -> str | None:
+    """Which rewrite can fix a rejected query, or None: a copied passage, a query in the documents' language (a
+    cross-language writer that answered in it: translate it), a question where the examples never are."""
+    return problem.kind if problem.kind in REPAIRABLE else None
 
 
 @dataclass
@@ -279,30 +279,42 @@ class WriteTally:
             self.notes.append(note)
 
 
+class QueryProblem(NamedTuple):
+    """What is wrong with a written query: the message (phrased after "query for blueprint N"), 1 if the query is
+    of another form or length than the examples, and what kind of problem it is (``empty``, ``language``,
+    ``subject``, ``copy``, ``question``: a question where the examples never are, ``form``, ``duplicate``)."""
+
+    message: str
+    off_form: int
+    kind: str
+
+
 def query_problem(query: str, *, language: str, document: str | None, max_copied_words: int = 10,
                   form: QueryForm | None = None, earlier: Sequence[str] = (), near_duplicate: float = NEAR_DUPLICATE
-                  ) -> tuple[str, int] | None:
-    """What is wrong with one written query (phrased after "query for blueprint N"), and 1 if it is off-form."""
+                  ) -> QueryProblem | None:
+    """What is wrong with one written query, or None."""
     text = " ".join(query.split()).strip().strip('"').strip()
     if not text:
-        return "is empty", 0
+        return QueryProblem("is empty", 0, "empty")
     lang_problem = check_language(text, language)
     if lang_problem:
-        return f"{lang_problem}; write it in the requested language", 0
+        return QueryProblem(f"{lang_problem}; write it in the requested language", 0, "language")
     if not names_a_subject(text):
-        return "names no subject (it would match any paper); name what this document is about", 0
+        return QueryProblem("names no subject (it would match any paper); name what this document is about", 0,
+                            "subject")
     if document is not None and copied_words(text, document) > max_copied_words:
-        return ("copies a sentence of the document; rephrase it the way a searcher who has not read the document "
-                "would"), 0
+        return QueryProblem("copies a sentence of the document; rephrase it the way a searcher who has not read the "
+                            "document would", 0, "copy")
     form_problem = form.problem(text) if form is not None else None
     if form_problem:
-        return form_problem, 1
+        question = form.restates_questions and shape(text) == "question"
+        return QueryProblem(form_problem, 1, "question" if question else "form")
     twin = next((q for q in earlier if token_jaccard(text, q) > near_duplicate), None)
     if twin is not None and _norm(twin) == _norm(text):
-        return "duplicates another query", 0
+        return QueryProblem("duplicates another query", 0, "duplicate")
     if twin is not None:
-        return (f"nearly duplicates '{twin}'; make it ask what its own blueprint asks (its identifier and options), "
-                "not the same thing in other words"), 0
+        return QueryProblem(f"nearly duplicates '{twin}'; make it ask what its own blueprint asks (its identifier and "
+                            "options), not the same thing in other words", 0, "duplicate")
     return None
 
 
@@ -352,9 +364,9 @@ def check_queries(
                 earlier.append(text)
                 kept[slot] = text
                 break
-            off_form += problem[1]
-            first_problem = first_problem or problem[0]
-            kind = repair_kind(item.query, problem[0], form)
+            off_form += problem.off_form
+            first_problem = first_problem or problem.message
+            kind = repair_kind(problem)
             if kind is not None:
                 repairs.setdefault(slot, (" ".join(item.query.split()),
                                            repair_note(kind, item.query, document, max_copied_words, form,
