@@ -292,16 +292,43 @@ def test_the_bounded_memory_loss_equals_the_plain_one(minilm, records_file: Path
     assert torch.allclose(plain_grads, cached_grads, rtol=1e-4, atol=1e-6)
 
 
-def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_bad_input(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from syntra_dspy.cli import main
 
     bad = _write(tmp_path, [json.dumps(_record(pos=[]))])
+    # the records are read in the child that trains: its error and exit code reach the user unchanged
     assert main(["train", str(bad), "--base", "all-MiniLM-L6-v2", "--out", str(tmp_path / "m")]) == 2
-    err = capsys.readouterr().err
-    assert f"{bad}:1 field 'pos'" in err
+    err = capfd.readouterr().err
+    assert f"{bad}:1 field 'pos'" in err and "Traceback" not in err
     assert main(["train", str(bad), "--base", "x", "--out", str(tmp_path / "m"), "--lora-rank", "0"]) == 2
-    assert "lora_rank" in capsys.readouterr().err
+    assert "lora_rank" in capfd.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_a_training_killed_for_memory_is_reported_with_the_settings_to_lower(capsys) -> None:
+    import subprocess
+    import sys
+
+    from syntra_dspy.cli._child import ProcessKilled, run_child
+
+    suicide = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    with pytest.raises(ProcessKilled, match=r"killed by the operating system \(SIGKILL\).*out of memory.*"
+                                            r"lower --mini-batch-size"):
+        run_child(suicide, what="training", on_kill="lower --mini-batch-size (now 8)")
+    assert run_child([sys.executable, "-c", "raise SystemExit(3)"], what="x", on_kill="") == 3
+    # through the command line: exit code 2 and the message, not a bare "Killed"
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys, subprocess\n"
+        "from syntra_dspy.cli import _child\n"
+        "popen = subprocess.Popen\n"
+        "_child.subprocess.Popen = lambda cmd, env: popen("
+        "[sys.executable, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])\n"
+        "from syntra_dspy.cli import main\n"
+        "sys.exit(main(['train', 'records.jsonl', '--base', 'b', '--out', 'o', '--mini-batch-size', '4']))")],
+        capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "error: training was killed by the operating system (SIGKILL)" in done.stderr
+    assert "lower --mini-batch-size (now 4)" in done.stderr
 
 
 def test_cli_maps_flags_onto_the_config() -> None:

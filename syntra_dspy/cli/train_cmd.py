@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from syntra_dspy.cli._child import in_child, rerun_in_child
 from syntra_dspy.training.config import DEFAULT_QUERY_FORMAT, TrainConfig
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
@@ -87,10 +88,17 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train, then print where the model went."""
+    """Train in a child process (a kill for lack of memory then becomes an error naming the settings to lower),
+    then print where the model went."""
+    config = config_from_args(args)
+    if not in_child() and getattr(args, "argv", None) is not None:
+        lower = ("use --loss cached-mnrl (the same loss in bounded memory)" if config.loss == "mnrl" else
+                 f"lower --mini-batch-size (now {config.mini_batch_size})")
+        return rerun_in_child(args.argv, what="training", on_kill=(
+            f"{lower} or --max-seq-length, or train on a machine with more memory; "
+            "benchmarks/results/train_memory.md lists measured peaks"))
     from syntra_dspy.training import train_embedding_model
 
-    config = config_from_args(args)
     result = train_embedding_model(args.data, base=args.base, out=args.out, config=config,
                                    overwrite=args.overwrite, progress=not args.no_progress)
     if args.json:
