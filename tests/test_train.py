@@ -316,6 +316,19 @@ def test_a_training_killed_for_memory_is_reported_with_the_settings_to_lower(cap
                                             r"lower --mini-batch-size"):
         run_child(suicide, what="training", on_kill="lower --mini-batch-size (now 8)")
     assert run_child([sys.executable, "-c", "raise SystemExit(3)"], what="x", on_kill="") == 3
+    # a SIGTERM to the parent stops the child (a Timer sends it while the parent waits)
+    import os
+    import signal
+    import threading
+    import time
+
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(ProcessKilled, match="ended by SIGTERM"):
+        run_child([sys.executable, "-c", "import time; time.sleep(60)"], what="x", on_kill="")
+    assert time.monotonic() - started < 30 and signal.getsignal(signal.SIGTERM) is before
     # through the command line: exit code 2 and the message, not a bare "Killed"
     done = subprocess.run([sys.executable, "-c", (
         "import sys, subprocess\n"

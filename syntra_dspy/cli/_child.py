@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 
 from syntra_dspy.errors import SyntraError
@@ -37,14 +38,21 @@ def rerun_in_child(argv: Sequence[str], *, what: str, on_kill: str) -> int:
 def run_child(command: Sequence[str], *, what: str, on_kill: str) -> int:
     """Run ``command`` and return its exit code; raise :class:`ProcessKilled` when a signal ended it (``on_kill``
     says what to change after a SIGKILL, the out-of-memory killer's signal). A Ctrl-C reaches the child too (same
-    process group); the parent waits for it to stop."""
+    process group); the parent waits for it to stop. A SIGTERM to the parent is passed on to the child, so that
+    stopping the command by its process id stops the work too."""
     proc = subprocess.Popen(list(command), env={**os.environ, CHILD_ENV: "1"})
-    while True:
-        try:
-            code = proc.wait()
-            break
-        except KeyboardInterrupt:
-            continue
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate()) if main_thread else None
+    try:
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:
+                continue
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     if code >= 0:
         return code
     name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
