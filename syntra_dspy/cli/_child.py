@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from syntra_dspy.errors import SyntraError
 
-#: Set in the child's environment: the command does its work in this process.
+#: Set in the child's environment: the command does its work in this process (set it to 1 to keep the work in the
+#: process you started, e.g. under a debugger).
 CHILD_ENV = "SYNTRA_IN_CHILD"
 
 
@@ -26,7 +27,7 @@ class ProcessKilled(SyntraError):
 
 
 def in_child() -> bool:
-    """Whether this process is the child a parent started to do the work (or the user asked for no child)."""
+    """Whether this process does the work itself: it is the child a parent started, or ``SYNTRA_IN_CHILD=1``."""
     return os.environ.get(CHILD_ENV) == "1"
 
 
