@@ -40,3 +40,14 @@ def test_a_finished_or_unstarted_run_shows_no_time_left(clock):
     assert "(none finished yet)" in progress.line()
     _finish(progress, clock, 30.0, n=2)
     assert "left" not in progress.line() and "2/2 documents" in progress.line()
+
+
+def test_the_time_left_follows_the_recent_pace_not_a_pause_or_a_slow_start(clock):
+    progress = ledger.Progress(100, enabled=False)
+    clock[0] += 3600  # loading models, building an index, or a run paused for an hour
+    _finish(progress, clock, 100.0, n=ledger.PACE_WINDOW)
+    # fewer than the window's documents after the first: the session's average still counts the hour
+    assert "(460 s/doc" in progress.line()
+    _finish(progress, clock, 100.0, n=5)
+    line = progress.line()
+    assert line.startswith("progress: 15/100 documents (100 s/doc, about 2 h 22 min left)"), line

@@ -12,7 +12,7 @@ import logging
 import sqlite3
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Self
 
@@ -26,6 +26,10 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between two progress lines on the log (the bar, when shown, updates on every document).
 LOG_EVERY = 10.0
+#: The pace and the time left are read off the last this many documents once that many have finished: the session's
+#: average counts the start (models, index) and any pause (a run stopped with SIGSTOP for an hour read "20 h left"
+#: when 5 remained).
+PACE_WINDOW = 10
 
 
 class ProductionAborted(SyntraError):
@@ -47,6 +51,7 @@ class Progress:
         self.started = time.perf_counter()
         self.log_every = log_every
         self._logged = self.started
+        self._finished: deque[float] = deque(maxlen=PACE_WINDOW + 1)  # when the latest documents finished
 
     def update(self, result: DocumentResult) -> None:
         c = self.counts
@@ -60,6 +65,7 @@ class Progress:
         self.bar.set_postfix(q=c["queries"], rec=c["records"], fail=c["failures"], tok_s=f"{rate:.0f}", refresh=False)
         self.bar.update(1)
         now = time.perf_counter()
+        self._finished.append(now)
         if now - self._logged >= self.log_every or c["documents"] == self.total:
             self._logged = now
             logger.info("%s", self.line())
@@ -67,18 +73,23 @@ class Progress:
     def restart(self) -> None:
         """Rates from now (nothing counted yet)."""
         self.started = self._logged = time.perf_counter()
+        self._finished.clear()
         self.bar.reset(total=self.total)
 
     def line(self) -> str:
-        """One line on the pace so far and the time left at that pace (for the log)."""
+        """One line on the pace (over the last :data:`PACE_WINDOW` documents, or all so far while fewer have
+        finished) and the time left at that pace (for the log)."""
         c, seconds = self.counts, max(time.perf_counter() - self.started, 1e-9)
         done = c["documents"]
+        per_doc = seconds / done if done else 0.0
+        if len(self._finished) > PACE_WINDOW:
+            per_doc = max(self._finished[-1] - self._finished[0], 1e-9) / PACE_WINDOW
         if not done:
             pace = "none finished yet"
         else:
-            pace = f"{done / seconds:.2f}/s" if done >= seconds else f"{seconds / done:.0f} s/doc"
+            pace = f"{1 / per_doc:.2f}/s" if per_doc <= 1 else f"{per_doc:.0f} s/doc"
         if 0 < done < self.total:
-            pace += f", about {_duration((self.total - done) * seconds / done)} left"
+            pace += f", about {_duration((self.total - done) * per_doc)} left"
         return (f"progress: {done}/{self.total} documents ({pace}), "
                 f"{c['calls'] / seconds:.1f} calls/s, {c['tokens'] / seconds:.0f} tokens/s, "
                 f"{c['records']} records, {c['failures']} failures")
