@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -183,5 +184,14 @@ def test_retrieval_instruction_from_the_task_definition():
              "document_language": "zh"}
     assert retrieval_instruction(cross) == ("Given an English technical question, retrieve an abstract written in "
                                             "Chinese (Simplified) that answers the question")
+    # a task file's definition written as sentences (examples/csl-zh-clir.yaml) still gives one readable sentence
+    import yaml
+
+    csl = yaml.safe_load((Path(__file__).parent.parent / "examples" / "csl-zh-clir.yaml").read_text())
+    assert retrieval_instruction(csl["task_definition"]) == (
+        "Given an English search request from a researcher or engineer, retrieve an abstract of a Chinese "
+        "scientific paper from a Chinese core journal written in Chinese (Simplified) that reports work that "
+        "directly addresses the request's subject, so that the person who wrote the request would want to read "
+        "the paper")
     vague = {**DEFINITION, "relevance_definition": "Topical match."}
     assert retrieval_instruction(vague) == "Given a biomedical research claim, retrieve a relevant scientific paper abstract"

@@ -53,22 +53,38 @@ def _article(phrase: str) -> str:
     return "an" if phrase[:1].lower() in "aeiou" else "a"
 
 
+def _first_clause(text: str) -> str:
+    """The text up to its first sentence end, colon or semicolon, on one line, without a final period."""
+    text = " ".join(text.split())
+    return re.split(r"(?<=[^.\s]{2})[.;:](?:\s|$)", text, maxsplit=1)[0].rstrip(" .")
+
+
+def _noun_phrase(text: str) -> str:
+    """What a task definition's type description names, as a phrase to follow "a": its first clause, up to a
+    comma or parenthesis, without a leading article ("An English search request from a researcher: a short
+    topic phrase ..." -> "English search request from a researcher")."""
+    phrase = re.split(r",\s|\s\(", _first_clause(text), maxsplit=1)[0]
+    return re.sub(r"^(a|an|the)\s+", "", phrase, flags=re.IGNORECASE)
+
+
 def retrieval_instruction(definition: Mapping[str, Any]) -> str:
     """``Given a <query_type>, retrieve a <doc_type> that <criterion>``, from the task definition.
 
     The criterion is what follows "is relevant if/when" in the relevance definition (the form the task
-    definition signature asks for); without one, the instruction asks for a relevant document.
+    definition signature asks for), to the end of its clause; without one, the instruction asks for a relevant
+    document. Type descriptions written as sentences (a task file's ``task_definition``) give their first noun
+    phrase, so the instruction stays one readable sentence.
     """
-    query_type = " ".join(str(definition.get("query_type", "query")).split()).rstrip(".")
-    doc_type = " ".join(str(definition.get("doc_type", "document")).split()).rstrip(".")
+    query_type = _noun_phrase(str(definition.get("query_type", "query")))
+    doc_type = _noun_phrase(str(definition.get("doc_type", "document")))
     q_lang, d_lang = definition.get("query_language", "en"), definition.get("document_language", "en")
     if q_lang != d_lang:
         doc_type += f" written in {language_name(d_lang)}"
     match = re.search(r"\bis relevant (?:if|when|because)\b\s*(.+)", str(definition.get("relevance_definition", "")),
                       re.IGNORECASE | re.DOTALL)
-    criterion = " ".join(match.group(1).split()).rstrip(" .") if match else ""
-    criterion = re.sub(r"^(it|the document|the passage|the abstract|this document)\s+", "", criterion,
-                       flags=re.IGNORECASE)
+    criterion = _first_clause(match.group(1)) if match else ""
+    criterion = re.sub(r"^(it|its (?:abstract|text|content)|the document|the passage|the abstract|this document)\s+",
+                       "", criterion, flags=re.IGNORECASE)
     if not criterion:
         return f"Given {_article(query_type)} {query_type}, retrieve {_article('relevant')} relevant {doc_type}"
     return f"Given {_article(query_type)} {query_type}, retrieve {_article(doc_type)} {doc_type} that {criterion}"
