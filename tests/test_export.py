@@ -195,3 +195,37 @@ def test_retrieval_instruction_from_the_task_definition():
         "the paper")
     vague = {**DEFINITION, "relevance_definition": "Topical match."}
     assert retrieval_instruction(vague) == "Given a biomedical research claim, retrieve a relevant scientific paper abstract"
+
+
+def _ranked_store(path, definition, ranks, translated=()):
+    """A store whose queries' source documents rank ``ranks`` under BM25; ``translated``: positions translated."""
+    with RunStore.open(path) as run:
+        run.set_meta(artifact={"version": "v1", "checksum": "c", "task": "t"}, task_definition=definition,
+                     instruction="i", settings={"top_k": 2})
+        run.plan(["d1"])
+        session = run.begin_session(concurrency=1, generator={"model": "scripted"}, options={})
+        result = DocumentResult(doc_id="d1", features={"identifiers": [], "attributes": []})
+        for pos, rank in enumerate(ranks):
+            qr = QueryResult(query_id("d1", pos), pos, f"query {pos}", {"identifier": "x", "choices": []},
+                             [Candidate(0, "d1", 0.9, 2), Candidate(1, "a", 0.5, 1)],
+                             translation=f"查询 {pos}" if pos in translated else None)
+            qr.source_rank, qr.bm25_source_rank = 0, rank
+            result.queries.append(qr)
+        result.texts.update({"d1": "文本", "a": "文本 a"})
+        run.commit(result, session)
+        run.end_session(session, "completed")
+    return path
+
+
+def test_across_languages_bm25_difficulty_counts_only_queries_translated_into_the_documents_language(tmp_path):
+    cross = {**DEFINITION, "document_language": "zh"}
+    both = compute_stats(_ranked_store(tmp_path / "t.db", cross, [0, 5, None], translated={0, 1}))
+    ranks = both["quality"]["source_ranks"]
+    assert (ranks["bm25_ranked_queries"], ranks["bm25_rank1"]) == (2, 0.5)  # the untranslated query is not ranked
+    assert "50% (BM25 over the 2 queries translated into the documents' language)" in format_stats(both)
+    none = compute_stats(_ranked_store(tmp_path / "n.db", cross, [None, None]))
+    assert none["quality"]["source_ranks"]["bm25_rank1"] is None
+    assert "— (BM25: no query was translated into the documents' language)" in format_stats(none)
+    same = compute_stats(_ranked_store(tmp_path / "s.db", DEFINITION, [0, 5, None]))
+    assert same["quality"]["source_ranks"]["bm25_rank1"] == 0.3333  # every query, as written
+    assert "33% (BM25)" in format_stats(same)

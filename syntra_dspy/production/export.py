@@ -294,13 +294,20 @@ def data_quality(run: RunStore, *, qrels: str | Path | None = None) -> dict[str,
     ranks: dict[str, Any] = {"queries": queries,
                              "dense_rank1": _share(run.scalar("SELECT count(*) FROM queries WHERE source_rank = 0"),
                                                    queries)}
+    definition = meta.get("task_definition") or {}
+    across = definition.get("query_language", "en") != definition.get("document_language", "en")
     if run.has_table("query_ranks"):
-        ranked = run.scalar("SELECT count(*) FROM query_ranks")
-        ranks["bm25_rank1"] = _share(run.scalar("SELECT count(*) FROM query_ranks WHERE bm25_source_rank = 0"),
-                                     ranked)
-        ranks["bm25_top10"] = _share(run.scalar("SELECT count(*) FROM query_ranks WHERE bm25_source_rank < 10"),
-                                     ranked)
+        # Across languages BM25 reads a query only in the documents' language: rank the translated queries alone
+        # (an English query over Chinese abstracts matches nothing, and would read as "never first").
+        found = run.rows("SELECT query_id, bm25_source_rank FROM query_ranks")
+        if across:
+            translated = set(run.translations())
+            found = [(qid, rank) for qid, rank in found if qid in translated]
+        ranked = len(found)
+        ranks["bm25_rank1"] = _share(sum(rank == 0 for _, rank in found), ranked)
+        ranks["bm25_top10"] = _share(sum(rank is not None and rank < 10 for _, rank in found), ranked)
         ranks["bm25_ranked_queries"] = ranked
+        ranks["bm25_queries"] = "translated into the documents' language" if across else "as written"
     else:
         ranks["bm25_rank1"] = None  # produced before BM25 ranks were recorded
     quality: dict[str, Any] = {"judge": meta.get("judge", {"mode": "written"}), "source_ranks": ranks,
@@ -392,8 +399,13 @@ def format_stats(stats: dict[str, Any]) -> str:
         translated = (f"; {stats.get('translations', 0)} of {stats['queries']} queries translated"
                       if retrieval.get("translation") else "")
         lines.append(f"candidates BM25 over {retrieval.get('bm25_language')} documents{translated}")
+    bm25 = f"{pct(ranks.get('bm25_rank1'))} (BM25)"
+    if ranks.get("bm25_queries", "as written") != "as written":
+        bm25 = (f"{pct(ranks.get('bm25_rank1'))} (BM25 over the {ranks.get('bm25_ranked_queries', 0)} queries "
+                "translated into the documents' language)" if ranks.get("bm25_ranked_queries") else
+                "— (BM25: no query was translated into the documents' language)")
     lines.append(f"difficulty source document is the first hit for {pct(ranks['dense_rank1'])} of queries "
-                 f"({retrieval['source']} candidates), {pct(ranks.get('bm25_rank1'))} (BM25)")
+                 f"({retrieval['source']} candidates), {bm25}")
     written, shape = q["queries"], q["queries"]["form"]
     shown = f" ({shape['kind']}, {shape['min_length']}-{shape['max_length']} {shape['unit']})" if shape else ""
     lines.append(f"form       {pct(written['in_form'])} of queries have the examples' form{shown}; "
