@@ -148,6 +148,7 @@ def test_train_on_cuda_without_cuda_is_a_clear_error(tmp_path, monkeypatch, caps
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("SYNTRA_IN_CHILD", "1")  # in this process, where the patch above applies
     code = main(["train", str(RECORDS), "--base", "all-MiniLM-L6-v2", "--out", str(tmp_path / "model"),
                  "--device", "cuda", "--max-steps", "2", "--no-progress"])
     err = capsys.readouterr().err
@@ -155,7 +156,8 @@ def test_train_on_cuda_without_cuda_is_a_clear_error(tmp_path, monkeypatch, caps
     assert not (tmp_path / "model").exists()
 
 
-def test_an_unknown_device_is_a_clear_error(tmp_path, capsys):
+def test_an_unknown_device_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SYNTRA_IN_CHILD", "1")  # the training's own check, read in this process
     code = main(["train", str(RECORDS), "--base", "all-MiniLM-L6-v2", "--out", str(tmp_path / "model"),
                  "--device", "gpu0", "--max-steps", "2", "--no-progress"])
     assert code == 2 and "device" in capsys.readouterr().err
