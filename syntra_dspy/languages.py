@@ -19,9 +19,8 @@ _NAMES = {
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _CJK_RUN = re.compile(_CJK.pattern + "+")
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
-_CJK_LANGS = {"zh", "ja"}
 #: Languages written in Chinese/Japanese characters.
-CJK_LANGUAGES = frozenset(_CJK_LANGS)
+CJK_LANGUAGES = frozenset({"zh", "ja"})
 
 
 def language_name(code: str) -> str:
@@ -46,9 +45,9 @@ def check_language(text: str, code: str) -> str | None:
         return "contains no words"
     share_cjk = cjk_share(text)
     code = code.lower()
-    if code in _CJK_LANGS and share_cjk < 0.5:
+    if code in CJK_LANGUAGES and share_cjk < 0.5:
         return f"is not written in {language_name(code)}"
-    if code not in _CJK_LANGS and code not in {"ko"}:
+    if code not in CJK_LANGUAGES and code not in {"ko"}:
         if share_cjk > 0.1:
             return f"is not written in {language_name(code)} (it contains Chinese/Japanese characters)"
         left = _CJK_RUN.findall(text)

@@ -56,7 +56,10 @@ def run_child(command: Sequence[str], *, what: str, on_kill: str) -> int:
             signal.signal(signal.SIGTERM, previous)
     if code >= 0:
         return code
-    name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
     if -code == signal.SIGKILL:
         raise ProcessKilled(f"{what} was killed by the operating system ({name}), most likely because the machine "
                             "ran out of memory", hint=on_kill)
