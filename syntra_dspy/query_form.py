@@ -71,6 +71,120 @@ def search_terms(question: str) -> str | None:
     return terms or None
 
 
+#: Yes/no questions a claim can be read off by moving the auxiliary behind the subject ("Is ATF4 a marker?" ->
+#: "ATF4 is a marker."); wh-questions ("What is the role of ...?") ask for what a claim would state, and are left
+#: to the writer. ``did`` is left out: its claim needs the verb's past tense.
+_COPULAS = {"is", "are", "was", "were"}
+_MODALS = {"can", "could", "will", "would", "should", "may", "might", "must"}
+_PERFECT = {"has", "have"}
+_DO = {"does", "do"}
+#: Words that open a copula's predicate: "Is X *associated* with Y", "Are X *more* prevalent", "Is X *a* marker".
+#: Lower-case "a"/"an" only: "cyclin A" is part of a subject.
+_PREDICATE_OPENING = frozenset("""
+a an not more less most highly necessary essential important required sufficient responsible associated involved
+linked correlated related able capable critical crucial key present absent common rare effective safe useful
+beneficial harmful toxic protective predictive indicative independent dependent different similar due likely
+unlikely elevated higher lower greater increased decreased reduced altered expressed found known seen shown thought
+""".split())
+#: Base-form verbs a yes/no question about a finding commonly turns on ("Does X *play* a role", "Can X *predict*").
+_VERBS = frozenset("""
+act activate affect alter bind block cause change confer contribute control correlate decrease delay depend differ
+drive enhance exist explain express extend facilitate form have help impair improve increase induce influence
+inhibit interact lead limit lower mediate modulate occur play predict prevent produce promote protect raise reduce
+regulate require rescue respond restore result shorten stimulate suppress target trigger undergo worsen
+""".split())
+#: Words a subject does not end with: a split after them cuts a noun phrase in two ("Is the *phosphorylated* ...").
+_SUBJECT_CANNOT_END = frozenset("a an the of in on for to and or with by from at as than its their this that".split())
+#: "Is there evidence that S?", "Does the study show that S?": the claim is S itself.
+_WRAPPED_CLAIM = re.compile(
+    r"^(?:(?:is|are) there (?:any )?(?:evidence|data|support)\b.*?|(?:has|have) it been \w+|"
+    r"(?:does|do|did) (?:the|this) (?:study|paper|abstract|article|research|work|evidence|data|authors?) \w+)"
+    r" that (?:(?:suggests?|shows?|indicates?|supports?|demonstrates?) (?:that )?)?(?P<claim>.+)$", re.IGNORECASE)
+_WORD = re.compile(r"\S+")
+
+
+def _third_person(verb: str) -> str:
+    if verb == "have":
+        return "has"
+    if verb.endswith(("s", "x", "z", "ch", "sh")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _sentence(subject: list[str], predicate: list[str]) -> str:
+    first = subject[0]
+    if first[:1].isalpha() and first.islower() and not any(c.isdigit() for c in first):
+        first = first[0].upper() + first[1:]  # "brain glial cells" -> "Brain ..."; "miR-184", "mRNA", "p53" stay
+    return " ".join([first, *subject[1:], *predicate]).rstrip(" ,;:") + "."
+
+
+def _split(words: list[str], opens) -> int | None:
+    """Where the predicate begins: the first word ``opens`` accepts that has a subject before it which does not
+    end with a function word; None when there is no such word."""
+    for i in range(1, len(words)):
+        before = words[i - 1] if words[i - 1] in ("A", "An") else words[i - 1].lower()  # "cyclin A" ends a subject
+        if opens(i) and before not in _SUBJECT_CANNOT_END:
+            return i
+    return None
+
+
+def question_as_claim(question: str) -> str | None:
+    """A yes/no question restated as the claim it asks about ("Is MBD1 a regulator of miR-184?" -> "MBD1 is a
+    regulator of miR-184."; "Does IL-12 play a role in Th1 development?" -> "IL-12 plays a role in Th1
+    development."; "Is there evidence that S?" -> "S."); None for any other question, for more than one question,
+    or where no subject/predicate boundary is found.
+
+    Why: asked for claims, the embedded 1.5B writer still writes questions, and its rewrite of one into a claim is
+    often the same question again (SciFact run: 212 rewrites rejected as questions; of the 156 distinct ones, 73
+    were yes/no questions). Read in code, such a question keeps its blueprint without two more calls. No parser:
+    the boundary is found with word lists, and the claim must still pass every check of a written query."""
+    text = question.strip().strip("\"'“”").strip()
+    body = text.rstrip("?？ ").strip()
+    if not body or not text.endswith(_QUESTION_END) or any(mark in body for mark in _QUESTION_END):
+        return None
+    wrapped = _WRAPPED_CLAIM.match(body)
+    if wrapped:
+        words = _WORD.findall(wrapped.group("claim"))
+        return _sentence(words[:1], words[1:]) if len(words) >= 3 else None
+    words = _WORD.findall(body)
+    if len(words) < 3:
+        return None
+    aux, rest = words[0].lower(), words[1:]
+    lowered = [w.lower().strip(",;:") for w in rest]
+    at: int | None
+    if aux in _COPULAS and lowered[0] == "there":
+        verb = "is" if aux == "is" else "are" if aux == "are" else aux
+        rest = rest[2:] if len(rest) > 2 and lowered[1] == "any" else rest[1:]
+        return _sentence(["there", verb], rest) if rest else None
+    if aux in _COPULAS:
+        at = _split(rest, lambda i: (lowered[i] in _PREDICATE_OPENING and rest[i] not in ("A", "An"))
+                    or bool(re.fullmatch(r"[a-z]{3,}ed", rest[i])))
+        if at is not None and at > 2 and lowered[at - 1] == "times":  # "five times more prevalent"
+            at -= 2
+        return None if at is None else _sentence([*rest[:at], aux], rest[at:])
+    if aux in _PERFECT:
+        at = _split(rest, lambda i: lowered[i] == "been" or bool(re.fullmatch(r"[a-z]{3,}ed", rest[i])))
+        return None if at is None else _sentence([*rest[:at], aux], rest[at:])
+    adverb = re.compile(r"[a-z]{3,}ly")  # "Can X *accurately* predict": the adverb joins the predicate
+    if aux in _MODALS:
+        at = _split(rest, lambda i: lowered[i] in ("be", "not") or lowered[i] in _VERBS)
+        if at is None:
+            return None
+        if at > 1 and adverb.fullmatch(rest[at - 1]):
+            at -= 1
+        return _sentence([*rest[:at], aux], rest[at:])
+    if aux in _DO:
+        at = _split(rest, lambda i: lowered[i] in _VERBS)
+        if at is None:
+            return None
+        verb = rest[at] if aux == "do" else _third_person(lowered[at])
+        start = at - 1 if at > 1 and adverb.fullmatch(rest[at - 1]) else at
+        return _sentence(rest[:start], [*rest[start:at], verb, *rest[at + 1:]])
+    return None
+
+
 #: Words that name no subject of their own: function words, and what any paper has (its topic, results, method).
 _GENERIC = frozenset("""
 a an the of in on for to and or with by from at as about into its their this that these those it is are be

@@ -109,6 +109,50 @@ def test_a_question_is_cut_to_its_subject_as_plain_search_terms(question, terms)
         assert shape(terms) == "plain"
 
 
+# Yes/no questions the embedded 1.5B writer wrote for SciFact's claim examples (production log), and what code reads
+# off them; wh-questions and questions without a clear subject/predicate boundary are left to the writer.
+@pytest.mark.parametrize(("question", "claim"), [
+    ("Are mitochondrial haplogroups associated with schizophrenia?",
+     "Mitochondrial haplogroups are associated with schizophrenia."),
+    ("Are brain glial cells five times more prevalent than neurons?",
+     "Brain glial cells are five times more prevalent than neurons."),
+    ("Is cyclin A required for mitosis until mid-prophase?",  # "A" belongs to the subject; "a" opens a predicate
+     "Cyclin A is required for mitosis until mid-prophase."),
+    ("Is MBD1 a general epigenetic regulator of miR-184?", "MBD1 is a general epigenetic regulator of miR-184."),
+    ("Is the phosphorylated form of Akt required for growth?",  # not cut after "the"
+     "The phosphorylated form of Akt is required for growth."),
+    ("Is miR-184 a microRNA repressed by MBD1?", "miR-184 is a microRNA repressed by MBD1."),  # case kept
+    ("Does IL-12 play a role in Th1 cell development?", "IL-12 plays a role in Th1 cell development."),
+    ("Does sitagliptin have a specific effect on the brain?", "Sitagliptin has a specific effect on the brain."),
+    ("Do statins reduce stroke risk in women?", "Statins reduce stroke risk in women."),
+    ("Can PEP-FOLD accurately predict the structure of cyclic peptides?",
+     "PEP-FOLD can accurately predict the structure of cyclic peptides."),
+    ("Can mouse fibroblasts be reprogrammed to become neural progenitors?",
+     "Mouse fibroblasts can be reprogrammed to become neural progenitors."),
+    ("Has cyclin A/CDK2 been shown to drive G2 phase cells into mitosis?",
+     "Cyclin A/CDK2 has been shown to drive G2 phase cells into mitosis."),
+    ("Is there evidence that BMI-1 is overexpressed in cervical carcinoma?", "BMI-1 is overexpressed in cervical carcinoma."),
+    ("Is there evidence in the abstract that suggests teaching hospitals have better outcomes?",
+     "Teaching hospitals have better outcomes."),
+    ("Does the study report that dietary oligosaccharides regulate obesity?", "Dietary oligosaccharides regulate obesity."),
+    ("Is there a significant association between smoking and bladder cancer?",
+     "There is a significant association between smoking and bladder cancer."),
+    ("Are there any genes required for optimal growth of Mycobacterium tuberculosis?",
+     "There are genes required for optimal growth of Mycobacterium tuberculosis."),
+    ("What is the role of AMPK in metformin action?", None),  # a wh-question asks for what a claim would state
+    ("Did the trial lower mortality?", None),  # needs the past tense
+    ("Is ATF4 a stress marker? Why?", None),  # two questions
+    ("Does the Notch pathway in tumours?", None),  # no verb to turn on
+    ("ATF4 is a stress marker.", None),  # not a question
+])
+def test_a_yes_no_question_is_restated_as_the_claim_it_asks_about(question, claim):
+    from syntra_dspy.query_form import question_as_claim
+
+    assert question_as_claim(question) == claim
+    if claim is not None:
+        assert shape(claim) == "sentence"
+
+
 @pytest.mark.parametrize(("query", "ok"), [
     ("main topic of the paper", False),  # CSL probe: matches any document
     ("What are the main results of this study?", False),

@@ -191,6 +191,27 @@ def test_questions_for_keyword_examples_are_cut_to_their_subject_in_code_without
     # claim examples: a question cannot be cut into a claim, so the same writer is rejected (next test)
 
 
+class AsksYesNo(CannotRestate):
+    """Writes yes/no questions (and cannot restate them): the SciFact writer's commonest question after wh-ones."""
+
+    QUESTIONS = {0: "Does Notch drive proliferation of myeloma cells?", 1: "Is Notch required for stromal cell fate?"}
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write":
+            for q in answer["queries"]:
+                q["query"] = self.QUESTIONS[q["blueprint"]]
+        return name, answer
+
+
+def test_yes_no_questions_for_claim_examples_are_restated_as_their_claims_in_code_without_a_call():
+    brain, tally = AsksYesNo(), WriteTally()
+    assert write(brain, instruction="", tally=tally) == ["Notch drives proliferation of myeloma cells.",
+                                                         "Notch is required for stromal cell fate."]
+    assert len(brain.asked) == 1 and brain.calls.get("rewrite", 0) == 0  # neither a second write nor a rewrite
+    assert tally.restated == AsksYesNo.QUESTIONS
+
+
 def test_a_writer_of_questions_whose_restatements_fail_is_rejected_with_the_repair_note():
     brain, tally = CannotRestate(), WriteTally()
     with pytest.raises(LMOutputError, match="write a declarative claim like the examples, not a question") as caught:

@@ -33,7 +33,7 @@ from syntra_dspy.signatures import (
     RewriteRejectedQuery,
     WriteQueriesFromBlueprints,
 )
-from syntra_dspy.query_form import QueryForm, search_terms, shape
+from syntra_dspy.query_form import QueryForm, question_as_claim, search_terms, shape
 from syntra_dspy.programs.validation import (
     NEAR_DUPLICATE,
     Features,
@@ -324,9 +324,10 @@ class SynthesisProgram(dspy.Module):
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
         call costs ten times as much. A rewrite that still has the wrong form is rewritten once more, with its own
-        problem (``REWRITE_TRIES``). Where the task's queries are plain search terms, a question is first cut to
-        its subject in code (:func:`search_terms`), and so is a rewrite that is a question again."""
-        terms = self._question_as_terms(query, lang=lang, document=document, form=form, earlier=earlier)
+        problem (``REWRITE_TRIES``). A question is first restated in code where that is safe (its subject as
+        plain search terms; a yes/no question as its claim: :meth:`_question_restated`), and so is a rewrite that
+        is a question again."""
+        terms = self._question_restated(query, lang=lang, document=document, form=form, earlier=earlier)
         if terms is not None:
             return terms
         for _ in range(REWRITE_TRIES):
@@ -344,7 +345,7 @@ class SynthesisProgram(dspy.Module):
                                     near_duplicate=self.near_duplicate)
             if problem is None:
                 return text
-            terms = self._question_as_terms(text, lang=lang, document=document, form=form, earlier=earlier)
+            terms = self._question_restated(text, lang=lang, document=document, form=form, earlier=earlier)
             if terms is not None:
                 return terms
             why, off_form, _ = problem
@@ -356,18 +357,24 @@ class SynthesisProgram(dspy.Module):
             query, fix = text, why
         return None
 
-    def _question_as_terms(self, query: str, *, lang: str, document: str, form: QueryForm | None,
+    def _question_restated(self, query: str, *, lang: str, document: str, form: QueryForm | None,
                            earlier: Sequence[str]) -> str | None:
-        """A question cut to plain search terms, when the task's queries are such terms and the cut passes every
-        check; None otherwise."""
-        if form is None or form.kind != "plain" or shape(query) != "question":
+        """A question restated in the task's form in code, when the cut passes every check; None otherwise: plain
+        search terms for tasks whose queries are such terms (:func:`search_terms`), the claim a yes/no question
+        asks about for tasks whose queries are claims or statements (:func:`question_as_claim`)."""
+        if form is None or shape(query) != "question":
             return None
-        terms = search_terms(query)
-        if terms is None or query_problem(terms, language=lang, document=document, form=form, earlier=earlier,
-                                          near_duplicate=self.near_duplicate) is not None:
+        if form.kind == "plain":
+            restated, as_what = search_terms(query), "the search terms"
+        elif form.kind in ("claim", "statement"):
+            restated, as_what = question_as_claim(query), "the claim"
+        else:
             return None
-        logger.info("question %r kept as the search terms %r", query, terms)
-        return terms
+        if restated is None or query_problem(restated, language=lang, document=document, form=form,
+                                             earlier=earlier, near_duplicate=self.near_duplicate) is not None:
+            return None
+        logger.info("question %r kept as %s %r", query, as_what, restated)
+        return restated
 
     def query_form(self) -> QueryForm | None:
         """The form written queries must have, read off the task's example queries (None without examples)."""
