@@ -85,13 +85,16 @@ a an not more less most highly necessary essential important required sufficient
 linked correlated related able capable critical crucial key present absent common rare effective safe useful
 beneficial harmful toxic protective predictive indicative independent dependent different similar due likely
 unlikely elevated higher lower greater increased decreased reduced altered expressed found known seen shown thought
+used made bound given driven taken held lost broken
 """.split())
 #: Base-form verbs a yes/no question about a finding commonly turns on ("Does X *play* a role", "Can X *predict*").
 _VERBS = frozenset("""
-act activate affect alter bind block cause change confer contribute control correlate decrease delay depend differ
-drive enhance exist explain express extend facilitate form have help impair improve increase induce influence
-inhibit interact lead limit lower mediate modulate occur play predict prevent produce promote protect raise reduce
-regulate require rescue respond restore result shorten stimulate suppress target trigger undergo worsen
+accelerate act activate affect alter ameliorate attenuate benefit bind block cause change confer contain contribute
+control correlate decrease delay depend determine differ drive elevate enhance exacerbate exhibit exist explain
+express extend facilitate fail form have help impair improve increase induce influence inhibit interact involve
+lead limit lower maintain mediate modify modulate need occur persist play predict predispose prevent produce
+promote protect raise reduce reflect regulate remain repress require rescue respond restore result reverse show
+shorten slow stimulate suppress sustain target trigger undergo vary worsen
 """.split())
 #: Words a subject does not end with: a split after them cuts a noun phrase in two ("Is the *phosphorylated* ...").
 _SUBJECT_CANNOT_END = frozenset("a an the of in on for to and or with by from at as than its their this that".split())

@@ -125,6 +125,10 @@ def test_a_question_is_cut_to_its_subject_as_plain_search_terms(question, terms)
     ("Does IL-12 play a role in Th1 cell development?", "IL-12 plays a role in Th1 cell development."),
     ("Does sitagliptin have a specific effect on the brain?", "Sitagliptin has a specific effect on the brain."),
     ("Do statins reduce stroke risk in women?", "Statins reduce stroke risk in women."),
+    ("Does the control group show lower mortality?",  # "control" is a verb too, but not right after "the"
+     "The control group shows lower mortality."),
+    ("Does obesity vary by region?", "Obesity varies by region."),
+    ("Is metformin used to treat diabetes?", "Metformin is used to treat diabetes."),
     ("Can PEP-FOLD accurately predict the structure of cyclic peptides?",
      "PEP-FOLD can accurately predict the structure of cyclic peptides."),
     ("Can mouse fibroblasts be reprogrammed to become neural progenitors?",
