@@ -133,20 +133,70 @@ def _split(words: list[str], opens) -> int | None:
     return None
 
 
+#: Wh-questions about a relation that presuppose it, and the claim each asks about: "What is the role of X in Y?" ->
+#: "X plays a role in Y."; "What is the effect of X on Y?" -> "X affects Y."; "What is the relationship between X and
+#: Y?" -> "X is related to Y.". Groups: the two terms, and (``number``) the auxiliary of "What role does/do X play".
+_RELATION_QUESTIONS = (
+    (re.compile(r"^what (?:is|was) the (?:main |key |primary )?role of (?P<a>.+?) in (?P<b>.+)$", re.IGNORECASE),
+     ("plays", "play"), "a role in"),
+    (re.compile(r"^what role (?P<number>does|do|did) (?P<a>.+?) play in (?P<b>.+)$", re.IGNORECASE),
+     ("plays", "play"), "a role in"),
+    (re.compile(r"^what (?:is|are) the (?:main )?(?:effects?|impacts?) of (?P<a>.+?) on (?P<b>.+)$", re.IGNORECASE),
+     ("affects", "affect"), ""),
+    (re.compile(r"^what (?:is|are) the (?:main )?influences? of (?P<a>.+?) on (?P<b>.+)$", re.IGNORECASE),
+     ("influences", "influence"), ""),
+    (re.compile(r"^what (?:is|was) the (?:relationship|relation|link) between (?P<a>.+?) and (?P<b>.+)$",
+                re.IGNORECASE), ("is related to", "are related to"), ""),
+    (re.compile(r"^what (?:is|was) the association between (?P<a>.+?) and (?P<b>.+)$", re.IGNORECASE),
+     ("is associated with", "are associated with"), ""),
+)
+
+
+def _plural(subject: str) -> bool:
+    """A rough number for a subject: "X and Y", or a last word in lower case ending in -s ("microtubules")."""
+    words = subject.split()
+    last = words[-1] if words else ""
+    return " and " in f" {subject} " or (last.islower() and last.endswith("s")
+                                          and not last.endswith(("ss", "us", "is", "sis")))
+
+
+def _relation_claim(body: str) -> str | None:
+    for pattern, (singular, plural), middle in _RELATION_QUESTIONS:
+        match = pattern.match(body)
+        if match is None:
+            continue
+        a, b = match.group("a").strip(" ,"), match.group("b").strip(" ,")
+        if not a or not b:
+            return None
+        number = match.groupdict().get("number")
+        if number is not None and number.lower() == "did":
+            return None  # needs the past tense
+        many = number.lower() == "do" if number is not None else _plural(a)
+        verb = plural if many else singular
+        words = _WORD.findall(a)
+        return _sentence(words[:1], [*words[1:], verb, *([middle] if middle else []), b])
+    return None
+
+
 def question_as_claim(question: str) -> str | None:
     """A yes/no question restated as the claim it asks about ("Is MBD1 a regulator of miR-184?" -> "MBD1 is a
     regulator of miR-184."; "Does IL-12 play a role in Th1 development?" -> "IL-12 plays a role in Th1
-    development."; "Is there evidence that S?" -> "S."); None for any other question, for more than one question,
-    or where no subject/predicate boundary is found.
+    development."; "Is there evidence that S?" -> "S."), or a question about a relation it presumes as that relation
+    ("What is the role of X in Y?" -> "X plays a role in Y."); None for any other question, for more than one
+    question, or where no subject/predicate boundary is found.
 
     Why: asked for claims, the embedded 1.5B writer still writes questions, and its rewrite of one into a claim is
     often the same question again (SciFact run: 212 rewrites rejected as questions; of the 156 distinct ones, 73
-    were yes/no questions). Read in code, such a question keeps its blueprint without two more calls. No parser:
-    the boundary is found with word lists, and the claim must still pass every check of a written query."""
+    were yes/no questions, 17 about a role, effect or relationship). Read in code, such a question keeps its
+    blueprint without two more calls. No parser: the boundary is found with word lists, and the claim must still
+    pass every check of a written query."""
     text = question.strip().strip("\"'“”").strip()
     body = text.rstrip("?？ ").strip()
     if not body or not text.endswith(_QUESTION_END) or any(mark in body for mark in _QUESTION_END):
         return None
+    relation = _relation_claim(body)
+    if relation is not None:
+        return relation
     wrapped = _WRAPPED_CLAIM.match(body)
     if wrapped:
         words = _WORD.findall(wrapped.group("claim"))

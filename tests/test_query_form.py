@@ -143,7 +143,15 @@ def test_a_question_is_cut_to_its_subject_as_plain_search_terms(question, terms)
      "There is a significant association between smoking and bladder cancer."),
     ("Are there any genes required for optimal growth of Mycobacterium tuberculosis?",
      "There are genes required for optimal growth of Mycobacterium tuberculosis."),
-    ("What is the role of AMPK in metformin action?", None),  # a wh-question asks for what a claim would state
+    ("What is the role of microtubules in mitosis?", "Microtubules play a role in mitosis."),  # a relation it presumes
+    ("What role does NuSAP play in linking microtubules to chromosomes?",
+     "NuSAP plays a role in linking microtubules to chromosomes."),
+    ("What is the effect of S-nitrosylation on actin in the spinal cord?",
+     "S-nitrosylation affects actin in the spinal cord."),
+    ("What is the relationship between community diversity and sample diversity?",
+     "Community diversity is related to sample diversity."),
+    ("What is the function of tenomodulin in adipocytes?", None),  # asks for what a claim would state
+    ("What role did policy play in the reform?", None),  # needs the past tense
     ("Did the trial lower mortality?", None),  # needs the past tense
     ("Is ATF4 a stress marker? Why?", None),  # two questions
     ("Does the Notch pathway in tumours?", None),  # no verb to turn on
