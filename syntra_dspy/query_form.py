@@ -92,12 +92,17 @@ _VERBS = frozenset("""
 accelerate act activate affect alter ameliorate attenuate benefit bind block cause change confer contain contribute
 control correlate decrease delay depend determine differ drive elevate enhance exacerbate exhibit exist explain
 express extend facilitate fail form have help impair improve increase induce influence inhibit interact involve
-lead limit lower maintain mediate modify modulate need occur persist play predict predispose prevent produce
-promote protect raise reduce reflect regulate remain repress require rescue respond restore result reverse show
-shorten slow stimulate suppress sustain target trigger undergo vary worsen
+imply indicate lead limit lower maintain mediate modify modulate need occur persist play predict predispose prevent
+produce promote protect raise reduce reflect regulate remain repress require rescue respond restore result reveal
+reverse show shorten slow stimulate suggest support suppress sustain target trigger undergo vary worsen
 """.split())
 #: Words a subject does not end with: a split after them cuts a noun phrase in two ("Is the *phosphorylated* ...").
 _SUBJECT_CANNOT_END = frozenset("a an the of in on for to and or with by from at as than its their this that".split())
+#: Words a subject does not hold: past one of them the boundary was missed and a clause has begun ("Does X suggest
+#: *it may* have ...": "suggest" was the verb).
+_CLAUSE_WORDS = frozenset("""
+it they we may might can could will would should must is are was were be been has have had do does did that which who
+""".split())
 #: "Is there evidence that S?", "Does the study show that S?": the claim is S itself.
 _WRAPPED_CLAIM = re.compile(
     r"^(?:(?:is|are) there (?:any )?(?:evidence|data|support)\b.*?|(?:has|have) it been \w+|"
@@ -128,6 +133,8 @@ def _split(words: list[str], opens) -> int | None:
     end with a function word; None when there is no such word."""
     for i in range(1, len(words)):
         before = words[i - 1] if words[i - 1] in ("A", "An") else words[i - 1].lower()  # "cyclin A" ends a subject
+        if before in _CLAUSE_WORDS:
+            return None
         if opens(i) and before not in _SUBJECT_CANNOT_END:
             return i
     return None

@@ -128,6 +128,9 @@ def test_a_question_is_cut_to_its_subject_as_plain_search_terms(question, terms)
     ("Does the control group show lower mortality?",  # "control" is a verb too, but not right after "the"
      "The control group shows lower mortality."),
     ("Does obesity vary by region?", "Obesity varies by region."),
+    ("Does Desulfovibrio in abscesses suggest it may have a higher pathogenic potential?",  # seen: "... may has"
+     "Desulfovibrio in abscesses suggests it may have a higher pathogenic potential."),
+    ("Does the presence of X in abscesses mean it may have a higher potential?", None),  # boundary missed: no claim
     ("Is metformin used to treat diabetes?", "Metformin is used to treat diabetes."),
     ("Can PEP-FOLD accurately predict the structure of cyclic peptides?",
      "PEP-FOLD can accurately predict the structure of cyclic peptides."),
