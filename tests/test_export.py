@@ -153,6 +153,34 @@ def test_stats_count_labels_sources_failures_and_drop_reasons(store):
     assert "records    3 exportable" in text and "duplicate_query 1" in text and "extract 1" in text
 
 
+def test_the_sidecar_and_stats_name_every_code_version_a_resumed_run_wrote_with(tmp_path):
+    path = tmp_path / "run.db"
+    old = {"syntra_dspy": "0.1.0", "git_commit": "a" * 40, "git_dirty": False}
+    new = {"syntra_dspy": "0.1.0", "git_commit": "b" * 40, "git_dirty": True}
+    with RunStore.open(path) as run:
+        run.set_meta(artifact={"version": "v1", "checksum": "c1", "task": "mini"}, task_definition=DEFINITION,
+                     instruction=retrieval_instruction(DEFINITION), settings={}, generator={"model": "scripted"})
+        run.plan(["d1", "d2", "d3"])
+        for code, docs in ((old, ["d1"]), (None, []), (new, ["d2", "d3"])):
+            session = run.begin_session(concurrency=1, generator={"model": "scripted"},
+                                        options={"code": code} if code else {})
+            for doc_id in docs:
+                failed = DocumentResult(doc_id=doc_id)
+                failed.fail("extract", "output", "no valid answer", None)
+                run.commit(failed, session)
+            run.end_session(session, "completed")
+    export_records(path, tmp_path / "t.jsonl")
+    made_by = json.loads((tmp_path / "t.jsonl.meta.json").read_text())["provenance"]
+    assert made_by["generator"] == {"model": "scripted"}
+    assert [(v["git_commit"], v["sessions"], v["documents"], v["uncommitted_changes"])
+            for v in made_by["code_versions"]] == [("a" * 40, 1, 1, False), (None, 1, 0, False),
+                                                   ("b" * 40, 1, 2, True)]
+    assert [s["code"] for s in made_by["sessions"]] == [old, None, new]
+    line = next(x for x in format_stats(compute_stats(path)).splitlines() if x.startswith("code"))
+    assert line == ("code       3 versions over 3 sessions: aaaaaaa (1 documents), unrecorded (0 documents), "
+                    "bbbbbbb with uncommitted changes (2 documents)")
+
+
 def test_options_are_checked(store, tmp_path):
     with pytest.raises(ConfigError, match="negatives"):
         export_records(store, tmp_path / "t.jsonl", negatives="easy")

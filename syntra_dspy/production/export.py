@@ -163,6 +163,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
             shutil.rmtree(tmp_dir, ignore_errors=True)
         documents = run.document_counts()
         quality = data_quality(run)
+        made_by = provenance(run)
     summary.meta_path = str(meta_path)
     sidecar = {
         "artifact_version": meta.get("artifact", {}).get("version"),
@@ -175,6 +176,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         "counts": {"records": summary.records, "queries": summary.queries, "dropped": summary.dropped,
                    "positives": summary.positives, "negatives": summary.negatives, "documents": documents},
         "quality": quality,
+        "provenance": made_by,
     }
     atomic_write_text(meta_path, json.dumps(sidecar, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
     return summary
@@ -276,8 +278,31 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
             "usage": run.usage(),
             "backend": run.backend(),
             "sessions": run.sessions(),
+            "provenance": provenance(run),
             "quality": data_quality(run, qrels=qrels),
         }
+
+
+def provenance(run: RunStore) -> dict[str, Any]:
+    """What made a store's records: the generator, and every code version its sessions ran with the documents each
+    was the last to write. A run resumed across versions holds records of each, and reproducing it needs them all
+    (the SciFact production store spans a dozen commits)."""
+    sessions = run.sessions()
+    versions: dict[str, dict[str, Any]] = {}
+    for session in sessions:
+        code = session.get("code") or {}
+        key = code.get("git_commit") or code.get("syntra_dspy") or "unrecorded"
+        version = versions.setdefault(key, {"git_commit": code.get("git_commit"),
+                                            "syntra_dspy": code.get("syntra_dspy"), "uncommitted_changes": False,
+                                            "sessions": 0, "documents": 0, "last_session": None})
+        version["uncommitted_changes"] |= bool(code.get("git_dirty"))
+        version["sessions"] += 1
+        version["documents"] += session["documents"]
+        version["last_session"] = session["id"]
+    return {"generator": run.meta().get("generator"),
+            "sessions": [{k: session[k] for k in ("id", "started_at", "finished_at", "status", "code", "documents")}
+                         for session in sessions],
+            "code_versions": sorted(versions.values(), key=lambda v: v["last_session"])}
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -386,6 +411,8 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"records    {stats['records']} exportable with {_options_text(stats['export_options'])}",
         "dropped    " + ", ".join(f"{k} {v}" for k, v in stats["dropped"].items()),
     ]
+    if stats.get("provenance"):
+        lines.append(_code_line(stats["provenance"]))
     q = stats["quality"]
     judge, ranks = q["judge"], q["source_ranks"]
     pct = lambda v: "—" if v is None else f"{100 * v:.0f}%"  # noqa: E731
@@ -429,6 +456,21 @@ def format_stats(stats: dict[str, Any]) -> str:
                         if s.get("cached_prompt_tokens") else ""))
     lines.extend(_backend_lines(stats.get("backend") or {}))
     return "\n".join(lines)
+
+
+def _code_line(made_by: dict[str, Any], shown: int = 4) -> str:
+    """The code versions a store's documents were written with, latest last ("bb5c537 (12 documents)")."""
+    versions = made_by["code_versions"]
+    sessions = sum(v["sessions"] for v in versions)
+
+    def name(v: dict[str, Any]) -> str:
+        label = (v["git_commit"] or "")[:7] or (f"version {v['syntra_dspy']}" if v["syntra_dspy"] else "unrecorded")
+        return label + (" with uncommitted changes" if v["uncommitted_changes"] else "")
+
+    listed = ", ".join(f"{name(v)} ({v['documents']} documents)" for v in versions[-shown:])
+    more = f"{len(versions) - shown} earlier, " if len(versions) > shown else ""
+    return (f"code       {len(versions)} version{'s' if len(versions) != 1 else ''} over {sessions} "
+            f"session{'s' if sessions != 1 else ''}: {more}{listed}")
 
 
 def _backend_lines(backend: dict[str, list[dict[str, Any]]]) -> list[str]:

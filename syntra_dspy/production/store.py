@@ -247,11 +247,17 @@ class RunStore:
             self._conn.execute("UPDATE sessions SET finished_at=?, status=? WHERE id=?", (_now(), status, session_id))
 
     def sessions(self) -> list[dict[str, Any]]:
-        cur = self._conn.execute("SELECT id, started_at, finished_at, status, pid, concurrency, generator FROM sessions ORDER BY id")
+        """Every session in order, with its generator, the code it ran (``code``: package version and git commit,
+        None where not recorded) and how many documents it was the last to write (``documents``)."""
+        cur = self._conn.execute(
+            "SELECT s.id, s.started_at, s.finished_at, s.status, s.pid, s.concurrency, s.generator, s.options, "
+            "(SELECT count(*) FROM documents d WHERE d.session_id = s.id AND d.status != 'pending') AS documents "
+            "FROM sessions s ORDER BY s.id")
         cols = [c[0] for c in cur.description]
         rows = [dict(zip(cols, r)) for r in cur]
         for row in rows:
             row["generator"] = json.loads(row["generator"] or "null")
+            row["code"] = (json.loads(row.pop("options") or "null") or {}).get("code")
             if row["finished_at"] is None and row["status"] == "running":
                 row["status"] = "running or killed"
         return rows
