@@ -72,8 +72,8 @@ def search_terms(question: str) -> str | None:
 
 
 #: Yes/no questions a claim can be read off by moving the auxiliary behind the subject ("Is ATF4 a marker?" ->
-#: "ATF4 is a marker."); wh-questions ("What is the role of ...?") ask for what a claim would state, and are left
-#: to the writer. ``did`` is left out: its claim needs the verb's past tense.
+#: "ATF4 is a marker."); other wh-questions than the relations below ("What is the function of ...?") ask for what a
+#: claim would state, and are left to the writer. ``did`` is left out: its claim needs the verb's past tense.
 _COPULAS = {"is", "are", "was", "were"}
 _MODALS = {"can", "could", "will", "would", "should", "may", "might", "must"}
 _PERFECT = {"has", "have"}
@@ -109,6 +109,7 @@ _WRAPPED_CLAIM = re.compile(
     r"(?:does|do|did) (?:the|this) (?:study|paper|abstract|article|research|work|evidence|data|authors?) \w+)"
     r" that (?:(?:suggests?|shows?|indicates?|supports?|demonstrates?) (?:that )?)?(?P<claim>.+)$", re.IGNORECASE)
 _WORD = re.compile(r"\S+")
+_ADVERB = re.compile(r"[a-z]{3,}ly")  # "Can X *accurately* predict": the adverb joins the predicate
 
 
 def _third_person(verb: str) -> str:
@@ -215,9 +216,8 @@ def question_as_claim(question: str) -> str | None:
     lowered = [w.lower().strip(",;:") for w in rest]
     at: int | None
     if aux in _COPULAS and lowered[0] == "there":
-        verb = "is" if aux == "is" else "are" if aux == "are" else aux
         rest = rest[2:] if len(rest) > 2 and lowered[1] == "any" else rest[1:]
-        return _sentence(["there", verb], rest) if rest else None
+        return _sentence(["there", aux], rest) if rest else None
     if aux in _COPULAS:
         at = _split(rest, lambda i: (lowered[i] in _PREDICATE_OPENING and rest[i] not in ("A", "An"))
                     or bool(re.fullmatch(r"[a-z]{3,}ed", rest[i])))
@@ -227,12 +227,11 @@ def question_as_claim(question: str) -> str | None:
     if aux in _PERFECT:
         at = _split(rest, lambda i: lowered[i] == "been" or bool(re.fullmatch(r"[a-z]{3,}ed", rest[i])))
         return None if at is None else _sentence([*rest[:at], aux], rest[at:])
-    adverb = re.compile(r"[a-z]{3,}ly")  # "Can X *accurately* predict": the adverb joins the predicate
     if aux in _MODALS:
         at = _split(rest, lambda i: lowered[i] in ("be", "not") or lowered[i] in _VERBS)
         if at is None:
             return None
-        if at > 1 and adverb.fullmatch(rest[at - 1]):
+        if at > 1 and _ADVERB.fullmatch(rest[at - 1]):
             at -= 1
         return _sentence([*rest[:at], aux], rest[at:])
     if aux in _DO:
@@ -240,7 +239,7 @@ def question_as_claim(question: str) -> str | None:
         if at is None:
             return None
         verb = rest[at] if aux == "do" else _third_person(lowered[at])
-        start = at - 1 if at > 1 and adverb.fullmatch(rest[at - 1]) else at
+        start = at - 1 if at > 1 and _ADVERB.fullmatch(rest[at - 1]) else at
         return _sentence(rest[:start], [*rest[start:at], verb, *rest[at + 1:]])
     return None
 

@@ -249,13 +249,15 @@ class RunStore:
     def sessions(self) -> list[dict[str, Any]]:
         """Every session in order, with its generator, the code it ran (``code``: package version and git commit,
         None where not recorded) and how many documents it was the last to write (``documents``)."""
+        written = dict(self._conn.execute(
+            "SELECT session_id, count(*) FROM documents WHERE status != 'pending' GROUP BY session_id"))
         cur = self._conn.execute(
-            "SELECT s.id, s.started_at, s.finished_at, s.status, s.pid, s.concurrency, s.generator, s.options, "
-            "(SELECT count(*) FROM documents d WHERE d.session_id = s.id AND d.status != 'pending') AS documents "
-            "FROM sessions s ORDER BY s.id")
+            "SELECT id, started_at, finished_at, status, pid, concurrency, generator, options FROM sessions "
+            "ORDER BY id")
         cols = [c[0] for c in cur.description]
         rows = [dict(zip(cols, r)) for r in cur]
         for row in rows:
+            row["documents"] = written.get(row["id"], 0)
             row["generator"] = json.loads(row["generator"] or "null")
             row["code"] = (json.loads(row.pop("options") or "null") or {}).get("code")
             if row["finished_at"] is None and row["status"] == "running":

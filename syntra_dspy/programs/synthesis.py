@@ -325,8 +325,8 @@ class SynthesisProgram(dspy.Module):
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
         call costs ten times as much. A rewrite that still has the wrong form is rewritten once more, with its own
         problem (``REWRITE_TRIES``). A question is first restated in code where that is safe (its subject as
-        plain search terms; a yes/no question as its claim: :meth:`_question_restated`), and so is a rewrite that
-        is a question again."""
+        plain search terms; a yes/no question, or one about a relation, as its claim: :meth:`_question_restated`),
+        and so is a rewrite that is a question again."""
         terms = self._question_restated(query, lang=lang, document=document, form=form, earlier=earlier)
         if terms is not None:
             return terms
