@@ -254,11 +254,27 @@ purpose aim aims goal goals focus role roles application applications use uses u
 """.split())
 
 
+#: The same for Chinese, as words to cut out of the text (longest first): what is left must hold two characters.
+#: Only words of two or more characters (and 的), so that no character is cut out of a term ("中国" keeps its 中).
+_GENERIC_ZH = tuple(sorted("""
+本文 本研究 该研究 论文 文章 研究 主要 内容 方法 结果 分析 应用 问题 作用 影响 进展 综述 探讨 现状 意义 目的 结论 特点
+情况 方面 领域 什么 哪些 如何 怎样 关于 基于 一种 一个 这个 相关 最新 当前 目前 以及 的
+""".split(), key=len, reverse=True))
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
 def names_a_subject(query: str) -> bool:
-    """Whether a query in Latin script holds a word beyond function words and what every paper has ("main topic of
-    the paper" names none: it matches any document). Text in Chinese/Japanese characters always passes."""
+    """Whether a query holds a word beyond function words and what every paper has ("main topic of the paper" names
+    none: it matches any document; nor does "本文的主要研究内容", "the main research content of this paper")."""
     words = tokens(query)
-    return any(w not in _GENERIC and not w.isdigit() for w in words) if words else False
+    if not words:
+        return False
+    if any(w not in _GENERIC and not w.isdigit() and not _CJK_CHAR.fullmatch(w) for w in words):
+        return True
+    rest = query
+    for word in _GENERIC_ZH:
+        rest = rest.replace(word, " ")
+    return len(_CJK_CHAR.findall(rest)) >= 2
 
 
 @dataclass(frozen=True)
