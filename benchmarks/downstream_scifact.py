@@ -15,7 +15,7 @@ then evaluates BM25, the base encoder and every trained model on the same evalua
 minus the task's few-shot and calibration claims (they shaped the artifact) minus the reserved human pool (and
 the development split).
 nDCG@10 per system with a bootstrap CI, and paired comparisons (t-test and bootstrap CI over claims) of each
-trained model against the base and of ``judged`` against ``source-only`` and ``human``.
+trained model against the base and of ``judged`` against ``source-only``, ``human`` and every ``--extra`` model.
 
     python benchmarks/downstream_scifact.py --store ~/syntra-runs/scifact-41d8.db \
         --artifact artifacts/scifact/41d81ca90d87 --work ~/syntra-runs/downstream \
@@ -247,7 +247,8 @@ def main() -> None:
     trained = [n for n, _ in systems[2:]]
     pairs = [(base, n) for n in trained]
     if "LoRA judged" in trained:
-        pairs += [(other, "LoRA judged") for other in ("LoRA source-only", "LoRA human") if other in trained]
+        extras = [name for name, _ in systems[2:] if not name.startswith("LoRA ")]  # e.g. an earlier run's model
+        pairs += [(other, "LoRA judged") for other in ("LoRA source-only", "LoRA human", *extras) if other in trained]
     splits = {"evaluation": set(dataset.queries) - set(eval_ids)}
     if dev_ids:
         splits = {"development": set(dataset.queries) - set(dev_ids), **splits}
