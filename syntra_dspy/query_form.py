@@ -24,7 +24,9 @@ Unit = Literal["words", "characters"]
 #: 9-13 words, queries of 4-20 words pass. Three to eight examples show the style, not the exact bounds.
 LENGTH_SLACK = 0.5
 
-_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Chinese characters (and Japanese kanji)
+_TOKEN = re.compile(f"[{_HAN}]|[^\\W{_HAN}]+")
+_CJK_CHAR = re.compile(f"[{_HAN}]")
 _QUESTION_END = ("?", "？")
 _SENTENCE_END = (".", "!", "。", "！")
 _INTERROGATIVE = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was", "were",
@@ -260,7 +262,6 @@ _GENERIC_ZH = tuple(sorted("""
 本文 本研究 该研究 论文 文章 研究 主要 内容 方法 结果 分析 应用 问题 作用 影响 进展 综述 探讨 现状 意义 目的 结论 特点
 情况 方面 领域 什么 哪些 如何 怎样 关于 基于 一种 一个 这个 相关 最新 当前 目前 以及 的
 """.split(), key=len, reverse=True))
-_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def names_a_subject(query: str) -> bool:
