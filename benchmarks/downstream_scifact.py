@@ -241,14 +241,15 @@ def main() -> None:
         training[name] = {"records": sum(1 for _ in records[name].open(encoding="utf-8")), "model": str(model),
                           "steps": report.get("steps"), "seconds": report.get("seconds"),
                           "final_loss": report.get("final_loss")}
-    systems += [tuple(spec.split("=", 1)) for spec in args.extra]
+    extras = [tuple(spec.split("=", 1)) for spec in args.extra]
+    systems += extras
 
     base = "all-MiniLM-L6-v2 (base)"
     trained = [n for n, _ in systems[2:]]
     pairs = [(base, n) for n in trained]
     if "LoRA judged" in trained:
-        extras = [name for name, _ in systems[2:] if not name.startswith("LoRA ")]  # e.g. an earlier run's model
-        pairs += [(other, "LoRA judged") for other in ("LoRA source-only", "LoRA human", *extras) if other in trained]
+        pairs += [(other, "LoRA judged") for other in ("LoRA source-only", "LoRA human") if other in trained]
+        pairs += [(name, "LoRA judged") for name, _ in extras]  # e.g. an earlier run's model
     splits = {"evaluation": set(dataset.queries) - set(eval_ids)}
     if dev_ids:
         splits = {"development": set(dataset.queries) - set(dev_ids), **splits}

@@ -16,7 +16,9 @@ _NAMES = {
     "fa": "Persian",
     "ar": "Arabic",
 }
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: Chinese characters (and Japanese kanji), as the inside of a regular-expression character class.
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK = re.compile(f"[{HAN}]")
 _CJK_RUN = re.compile(_CJK.pattern + "+")
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
 #: Languages written in Chinese/Japanese characters.

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from syntra_dspy.languages import cjk_share
+from syntra_dspy.languages import HAN, cjk_share
 
 Shape = Literal["question", "sentence", "plain"]
 Kind = Literal["question", "claim", "plain", "statement", "mixed"]
@@ -24,9 +24,8 @@ Unit = Literal["words", "characters"]
 #: 9-13 words, queries of 4-20 words pass. Three to eight examples show the style, not the exact bounds.
 LENGTH_SLACK = 0.5
 
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Chinese characters (and Japanese kanji)
-_TOKEN = re.compile(f"[{_HAN}]|[^\\W{_HAN}]+")
-_CJK_CHAR = re.compile(f"[{_HAN}]")
+_TOKEN = re.compile(f"[{HAN}]|[^\\W{HAN}]+")
+_CJK_CHAR = re.compile(f"[{HAN}]")
 _QUESTION_END = ("?", "？")
 _SENTENCE_END = (".", "!", "。", "！")
 _INTERROGATIVE = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was", "were",
@@ -51,6 +50,14 @@ def shape(text: str) -> Shape:
     return "sentence" if text.endswith(_SENTENCE_END) else "plain"
 
 
+def _question_parts(question: str) -> tuple[str, str]:
+    """The text without quotes, and its body without the final question mark ("" when the text holds more than one
+    question, or nothing else): what :func:`search_terms` and :func:`question_as_claim` read."""
+    text = question.strip().strip("\"'“”").strip()
+    body = text.rstrip("?？ ").strip()
+    return text, "" if any(mark in body for mark in _QUESTION_END) else body
+
+
 def search_terms(question: str) -> str | None:
     """A one-part English question as plain search terms: its opening question words and final question mark
     dropped ("What are the main applications of fractal techniques?" -> "main applications of fractal
@@ -60,9 +67,8 @@ def search_terms(question: str) -> str | None:
     writes the same question again (CSL run: 42 rewrites rejected as questions in 10 documents). The subject of
     such a question is already the search request a keyword task wants, so code keeps it instead of a third call.
     """
-    text = question.strip().strip("\"'“”").strip()
-    body = text.rstrip("?？ ").strip()
-    if not body or any(mark in body for mark in _QUESTION_END):
+    text, body = _question_parts(question)
+    if not body:
         return None
     start = 0
     while (match := _OPENING_WORD.match(body, start)) and match.group(1).lower() in _QUESTION_OPENING:
@@ -149,7 +155,7 @@ def _split(words: list[str], opens) -> int | None:
 _RELATION_QUESTIONS = (
     (re.compile(r"^what (?:is|was) the (?:main |key |primary )?role of (?P<a>.+?) in (?P<b>.+)$", re.IGNORECASE),
      ("plays", "play"), "a role in"),
-    (re.compile(r"^what role (?P<number>does|do|did) (?P<a>.+?) play in (?P<b>.+)$", re.IGNORECASE),
+    (re.compile(r"^what role (?P<number>does|do) (?P<a>.+?) play in (?P<b>.+)$", re.IGNORECASE),
      ("plays", "play"), "a role in"),
     (re.compile(r"^what (?:is|are) the (?:main )?(?:effects?|impacts?) of (?P<a>.+?) on (?P<b>.+)$", re.IGNORECASE),
      ("affects", "affect"), ""),
@@ -178,9 +184,7 @@ def _relation_claim(body: str) -> str | None:
         a, b = match.group("a").strip(" ,"), match.group("b").strip(" ,")
         if not a or not b:
             return None
-        number = match.groupdict().get("number")
-        if number is not None and number.lower() == "did":
-            return None  # needs the past tense
+        number = match.groupdict().get("number")  # "did" is not matched: its claim needs the past tense
         many = number.lower() == "do" if number is not None else _plural(a)
         verb = plural if many else singular
         words = _WORD.findall(a)
@@ -200,9 +204,8 @@ def question_as_claim(question: str) -> str | None:
     were yes/no questions, 17 about a role, effect or relationship). Read in code, such a question keeps its
     blueprint without two more calls. No parser: the boundary is found with word lists, and the claim must still
     pass every check of a written query."""
-    text = question.strip().strip("\"'“”").strip()
-    body = text.rstrip("?？ ").strip()
-    if not body or not text.endswith(_QUESTION_END) or any(mark in body for mark in _QUESTION_END):
+    text, body = _question_parts(question)
+    if not body or not text.endswith(_QUESTION_END):
         return None
     relation = _relation_claim(body)
     if relation is not None:

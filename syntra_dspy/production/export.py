@@ -163,7 +163,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
             shutil.rmtree(tmp_dir, ignore_errors=True)
         documents = run.document_counts()
         quality = data_quality(run)
-        made_by = provenance(run)
+        made_by = provenance(run, run.sessions())
     summary.meta_path = str(meta_path)
     sidecar = {
         "artifact_version": meta.get("artifact", {}).get("version"),
@@ -242,6 +242,7 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
                             include_unretrieved_source=include_unretrieved_source, include_partial=include_partial)
     with RunStore.open(store, readonly=True) as run:
         meta = run.meta()
+        sessions = run.sessions()
         summary = count_records(run, options)
         labels = {str(k): 0 for k in (3, 2, 1, 0)}
         for label, n in run.rows("SELECT label, count(*) FROM candidates WHERE label IS NOT NULL GROUP BY label"):
@@ -277,17 +278,16 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
             "export_options": options.to_dict(),
             "usage": run.usage(),
             "backend": run.backend(),
-            "sessions": run.sessions(),
-            "provenance": provenance(run),
+            "sessions": sessions,
+            "provenance": provenance(run, sessions),
             "quality": data_quality(run, qrels=qrels),
         }
 
 
-def provenance(run: RunStore) -> dict[str, Any]:
+def provenance(run: RunStore, sessions: list[dict[str, Any]]) -> dict[str, Any]:
     """What made a store's records: the generator, and every code version its sessions ran with the documents each
     was the last to write. A run resumed across versions holds records of each, and reproducing it needs them all
-    (the SciFact production store: nine commits over 24 sessions)."""
-    sessions = run.sessions()
+    (the SciFact production store: nine commits over 24 sessions). ``sessions``: ``run.sessions()``."""
     versions: dict[str, dict[str, Any]] = {}
     for session in sessions:
         code = session.get("code") or {}

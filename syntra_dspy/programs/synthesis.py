@@ -327,9 +327,9 @@ class SynthesisProgram(dspy.Module):
         problem (``REWRITE_TRIES``). A question is first restated in code where that is safe (its subject as
         plain search terms; a yes/no question, or one about a relation, as its claim: :meth:`_question_restated`),
         and so is a rewrite that is a question again."""
-        terms = self._question_restated(query, lang=lang, document=document, form=form, earlier=earlier)
-        if terms is not None:
-            return terms
+        restated = self._question_restated(query, lang=lang, document=document, form=form, earlier=earlier)
+        if restated is not None:
+            return restated
         for _ in range(REWRITE_TRIES):
             try:
                 pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix, form=self.rewrite_form(),
@@ -345,9 +345,9 @@ class SynthesisProgram(dspy.Module):
                                     near_duplicate=self.near_duplicate)
             if problem is None:
                 return text
-            terms = self._question_restated(text, lang=lang, document=document, form=form, earlier=earlier)
-            if terms is not None:
-                return terms
+            restated = self._question_restated(text, lang=lang, document=document, form=form, earlier=earlier)
+            if restated is not None:
+                return restated
             why, off_form, _ = problem
             logger.info("rewritten query %r rejected: %s", text, why)
             if not text or text == query or not off_form:
