@@ -11,7 +11,7 @@ import sys
 from syntra_dspy.errors import RunAbandoned, SyntraError
 
 # Subcommand modules, in the order `syntra --help` lists them.
-_COMMANDS = ("index", "compile", "artifacts", "produce", "export", "train", "eval", "compare", "agreement",
+_COMMANDS = ("index", "compile", "artifacts", "produce", "backup", "export", "train", "eval", "compare", "agreement",
              "devset")
 
 

@@ -8,6 +8,7 @@ nothing lost or done twice. ``export_records`` turns the store into JSONL or a H
 
 from __future__ import annotations
 
+from syntra_dspy.production.backup import BackupSummary, backup_store
 from syntra_dspy.production.export import ExportSummary, compute_stats, export_records, format_stats, list_failures
 from syntra_dspy.production.ledger import ProductionAborted
 from syntra_dspy.production.ray_cluster import RayOptions
@@ -16,6 +17,7 @@ from syntra_dspy.production.runner import ProduceSummary, produce
 from syntra_dspy.production.store import RunStore, StoreError
 
 __all__ = [
+    "BackupSummary",
     "ExportOptions",
     "ExportSummary",
     "ProduceSummary",
@@ -23,6 +25,7 @@ __all__ = [
     "RayOptions",
     "RunStore",
     "StoreError",
+    "backup_store",
     "compute_stats",
     "export_records",
     "format_stats",

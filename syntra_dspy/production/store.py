@@ -357,6 +357,18 @@ class RunStore:
             f"ON CONFLICT(session_id, stage) DO UPDATE SET {sets}",
             [(session_id, stage, *(u.get(f, 0) for f in _USAGE_FIELDS)) for stage, u in usage.items()])
 
+    def copy_to(self, path: Path) -> list[str]:
+        """Write the committed state to a new standalone SQLite file ``path`` (online backup: one read
+        transaction, so a producer writing meanwhile is neither blocked nor half copied) and return SQLite's
+        integrity check of the copy (``["ok"]`` when sound)."""
+        copy = sqlite3.connect(str(path), isolation_level=None)
+        try:
+            self._conn.backup(copy)
+            copy.execute("PRAGMA journal_mode=DELETE")  # no -wal file beside the copy
+            return [r[0] for r in copy.execute("PRAGMA integrity_check")]
+        finally:
+            copy.close()
+
     # ── reading ──
 
     def document_counts(self) -> dict[str, int]:
