@@ -203,6 +203,36 @@ def test_a_failing_planner_is_asked_once_and_its_valid_blueprints_are_kept(mini,
     assert blueprints[0] == brain.plan_answers[prefix(docs[0])][0]
 
 
+class ChineseDimensions(SyntraBrain):
+    """Extracts its query dimensions in Chinese for an English task (the CSL run's extractor did for every
+    document), so only the generic default dimensions are left."""
+
+    @staticmethod
+    def extract(system, inputs):
+        answer = SyntraBrain.extract(system, inputs)
+        return {**answer, "attributes": [{"dimension": "具体程度", "options": ["高", "低"]}]}
+
+
+def test_a_document_left_with_the_default_dimensions_gets_code_drawn_blueprints_without_a_planner_call(
+        mini, minilm, tmp_path):
+    from syntra_dspy.programs.validation import DEFAULT_ATTRIBUTES
+
+    store = tmp_path / "run.db"
+    brain = ChineseDimensions()
+    summary, _ = run(mini, minilm, store, brain, docs=2, concurrency=1)
+    assert summary.documents["done"] == 2
+    assert "plan" not in brain.calls and brain.calls["write"] >= 2
+    assert rows(store, "SELECT count(*) FROM failures") == [(0,)]
+    for doc_id, features in rows(store, "SELECT doc_id, features FROM documents"):
+        assert [d["dimension"] for d in json.loads(features)["attributes"]] == [d.dimension for d in DEFAULT_ATTRIBUTES]
+        blueprints = [json.loads(b) for b, in rows(store, "SELECT blueprint FROM queries WHERE doc_id=?", (doc_id,))]
+        assert len(blueprints) == QUERIES and len({json.dumps(b, sort_keys=True) for b in blueprints}) == QUERIES
+    # with dimensions of its own, the planner is asked
+    other = SyntraBrain()
+    run(mini, minilm, tmp_path / "planned.db", other, docs=1, concurrency=1)
+    assert other.calls["plan"] == 1
+
+
 def test_failed_documents_are_redone_only_with_retry_failed_and_resampled(mini, minilm, corpus, tmp_path):
     docs = [corpus[d].content for d in planned(mini, 4)]
     store = tmp_path / "run.db"

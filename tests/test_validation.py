@@ -45,6 +45,16 @@ def test_for_english_queries_dimensions_and_options_in_chinese_are_dropped_and_i
     assert len(clean_features(idents, mixed).attributes) == 3
 
 
+def test_identifiers_that_name_no_subject_are_dropped():
+    idents = [Identifier(kind="entity", text="本文"), Identifier(kind="entity", text="小波包"),
+              Identifier(kind="entity", text="the study"), Identifier(kind="entity", text="陶瓷领域"),
+              Identifier(kind="relationship", text="FGF21 lowers SREBP2")]
+    kept = clean_features(idents, FEATURES.attributes)
+    assert [i.text for i in kept.identifiers] == ["小波包", "陶瓷领域", "FGF21 lowers SREBP2"]
+    with pytest.raises(OutputRejected, match="at least one identifier"):
+        clean_features(idents[:1], FEATURES.attributes)
+
+
 def test_blueprints_must_copy_identifiers_and_options_and_not_repeat():
     kept, problems = check_blueprints(
         [bp("fgf21", specificity="BROAD"), bp("FGF-21", specificity="broad"), bp("FGF21", specificity="narrow"),
@@ -171,7 +181,7 @@ def test_blueprint_choice_with_a_missing_dimension_name_is_resolved_by_its_optio
 def test_fallback_blueprints_follow_the_rules_without_repeats():
     from syntra_dspy.programs.validation import fallback_blueprints
 
-    feats = clean_features([Identifier(kind="entity", text="A"), Identifier(kind="entity", text="B")],
+    feats = clean_features([Identifier(kind="entity", text="IL-6"), Identifier(kind="entity", text="TNF")],
                            [AttributeDimension(dimension="d1", options=["x", "y"]),
                             AttributeDimension(dimension="d2", options=["p", "q", "r"])])
     bps = fallback_blueprints(feats, 5, seed=3)
@@ -182,7 +192,7 @@ def test_fallback_blueprints_follow_the_rules_without_repeats():
 def test_fallback_blueprints_keep_the_planners_valid_ones_first_and_never_repeat_them():
     from syntra_dspy.programs.validation import fallback_blueprints
 
-    feats = clean_features([Identifier(kind="entity", text="A"), Identifier(kind="entity", text="B")],
+    feats = clean_features([Identifier(kind="entity", text="IL-6"), Identifier(kind="entity", text="TNF")],
                            [AttributeDimension(dimension="d1", options=["x", "y"])])
     planned = fallback_blueprints(feats, 1, seed=5)  # one the planner "got right"
     bps = fallback_blueprints(feats, 3, seed=5, kept=planned)

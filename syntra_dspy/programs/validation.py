@@ -82,6 +82,12 @@ DEFAULT_ATTRIBUTES = (
 )
 
 
+def generic_dimensions(features: Features) -> bool:
+    """Whether a document's query dimensions are :data:`DEFAULT_ATTRIBUTES`: none of its own survived cleaning, so
+    there is nothing for an LM planner to plan around beyond pairing identifiers with generic options."""
+    return tuple(features.attributes) == DEFAULT_ATTRIBUTES
+
+
 def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[AttributeDimension], *,
                    query_language: str | None = None) -> Features:
     """Drop empty and duplicate identifiers, dimensions and options; reject what is left unusable.
@@ -91,7 +97,9 @@ def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[Attri
     the writer copies the blueprint's words into it. CSL probe (English queries, Chinese abstracts): the 1.5B
     extractor wrote dimensions and options in Chinese ("specificity": 高/中/低; "概率水平") for every document, the
     planner then named Chinese terms as dimensions in 6 of 10 documents and the writer answered in Chinese in 4.
-    Where nothing is left, :data:`DEFAULT_ATTRIBUTES` are used."""
+    Where nothing is left, :data:`DEFAULT_ATTRIBUTES` are used. An identifier made only of what every paper has
+    ("本文", "this study") is dropped: a blueprint built on it names no subject (the CSL run's extractor listed
+    "本文" first for one of its first six documents)."""
     def foreign(text: str) -> bool:
         return query_language is not None and query_language.lower() not in CJK_LANGUAGES and cjk_share(text) > 0
 
@@ -99,7 +107,7 @@ def clean_features(identifiers: Sequence[Identifier], attributes: Sequence[Attri
     idents = []
     for ident in identifiers or []:
         key = _norm(ident.text)
-        if key and key not in seen:
+        if key and key not in seen and names_a_subject(ident.text):  # not "本文" (this paper): no query's subject
             seen.add(key)
             idents.append(Identifier(kind=ident.kind, text=" ".join(ident.text.split())))
     dims = []
