@@ -34,16 +34,21 @@ def _dies_after(n: int):
     return lambda number: Fault(status=503) if number >= n else None
 
 
+#: Early in the run, so the balancer surely asks the dead server again however the calls are scheduled (it once
+#: answered exactly 4 of its calls before the run ended on a loaded machine, and was never asked a 5th).
+DIES_AFTER = 2
+
+
 def test_three_endpoints_one_dies_mid_run_nothing_lost_or_duplicated(mini, minilm, tmp_path, caplog):
     art, index = mini
     brain = SyntraBrain()
-    servers = [OpenAICompatibleServer(brain, latency=0.02, faults=_dies_after(4) if i == 1 else None).start()
+    servers = [OpenAICompatibleServer(brain, latency=0.02, faults=_dies_after(DIES_AFTER) if i == 1 else None).start()
                for i in range(3)]
     try:
         with caplog.at_level(logging.WARNING):
             summary = produce(art, tmp_path / "routed.db", generator=[f"hosted_vllm/fake@{s.base_url}" for s in servers],
                               concurrency=3, index_dir=index, encoder=minilm, progress=False, **SETTINGS)
-        answered = [min(s.requests, 4) if i == 1 else s.requests for i, s in enumerate(servers)]
+        answered = [min(s.requests, DIES_AFTER) if i == 1 else s.requests for i, s in enumerate(servers)]
         requests = [s.requests for s in servers]
         urls = [s.base_url for s in servers]
     finally:
@@ -51,11 +56,11 @@ def test_three_endpoints_one_dies_mid_run_nothing_lost_or_duplicated(mini, minil
             s.stop()
     assert summary.documents == {"planned": 4, "pending": 0, "done": 4, "partial": 0, "failed": 0}
     assert all(n > 0 for n in requests)  # balanced: every server took part
-    assert requests[1] > 4  # the dead one was asked again and failed (and rested in between)
+    assert requests[1] > DIES_AFTER  # the dead one was asked again and failed (and rested in between)
     books = {row["endpoint"]: row for row in summary.backend["endpoints"]}
     assert set(books) == set(urls)
     assert [books[u]["calls"] for u in urls] == answered  # every answer counted against the server that gave it
-    assert books[urls[1]]["failures"] == requests[1] - 4 and not books[urls[1]]["healthy"]
+    assert books[urls[1]]["failures"] == requests[1] - DIES_AFTER and not books[urls[1]]["healthy"]
     assert "503" in books[urls[1]]["last_error"]
     assert books[urls[0]]["failures"] == books[urls[2]]["failures"] == 0
     assert sum(b["calls"] for b in books.values()) == summary.calls  # each LM call answered exactly once
