@@ -12,13 +12,13 @@ decompress it before resuming.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from syntra_dspy.cache import sha256_file
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.production.store_file import StoreError
 
@@ -71,7 +71,7 @@ def backup_store(store: str | Path, out: str | Path, *, overwrite: bool = False)
             written = Path(tmp) / "store.db.gz"
             with plain.open("rb") as src, gzip.GzipFile(written, "wb", mtime=0) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-        digest = _sha256(written)
+        digest = sha256_file(written)
         size = written.stat().st_size
         with written.open("rb") as f:
             os.fsync(f.fileno())
@@ -85,10 +85,3 @@ def _same_file(a: Path, b: Path) -> bool:
     except OSError:
         return False
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

@@ -254,17 +254,17 @@ class DocumentPipeline:
         document left with the generic default dimensions gets its blueprints drawn in code without a planner call."""
         if count <= 0:
             return []
+        seed = zlib.crc32(doc_id.encode("utf-8"))
         if generic_dimensions(features):
             # Nothing of the document's own to plan around (every extracted dimension was in the documents' script
             # and dropped): the planner would only pair identifiers with generic options, and on the CSL run it
             # failed that for 3 of the first 6 documents (naming identifiers as dimensions), ~21 s a call.
-            return fallback_blueprints(features, count, already=used, seed=zlib.crc32(doc_id.encode("utf-8")))
+            return fallback_blueprints(features, count, already=used, seed=seed)
         with meter.stage("plan"), self.slots:
             try:
                 return self.program.plan_blueprints(text, features, count, already=used, retries=PLAN_RETRIES)
             except BlueprintsIncomplete as exc:
-                blueprints = fallback_blueprints(features, count, kept=exc.kept, already=used,
-                                                 seed=zlib.crc32(doc_id.encode("utf-8")))
+                blueprints = fallback_blueprints(features, count, kept=exc.kept, already=used, seed=seed)
                 result.failures.append(Failure(stage="plan", kind="output", error=str(exc),
                                                detail=answer_detail(exc, fallback="blueprints drawn in code",
                                                                     blueprints=len(blueprints),
