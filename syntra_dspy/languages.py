@@ -37,6 +37,14 @@ def cjk_share(text: str) -> float:
     return cjk / letters if letters else 0.0
 
 
+def left_cjk_words(text: str, code: str) -> list[str]:
+    """The runs of Chinese/Japanese characters in ``text``, once each in order, when ``code`` is a language not
+    written in them (words a cross-language writer left untranslated); [] otherwise."""
+    if code.lower() in CJK_LANGUAGES or code.lower() == "ko" or not _LATIN.search(text):
+        return []
+    return list(dict.fromkeys(_CJK_RUN.findall(text)))
+
+
 def check_language(text: str, code: str) -> str | None:
     """Return a problem description when ``text`` is visibly not in language ``code``, else None.
 

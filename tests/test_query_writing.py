@@ -173,6 +173,57 @@ def test_a_query_in_the_documents_language_is_translated_by_one_short_call():
     assert tally.restated[1] == AnswersInChinese.CHINESE
 
 
+class LeavesAChineseWord(Recording):
+    """Writes blueprint 1's claim in English with one Chinese word left in it (the CSL run's commonest failure:
+    "sources of PM10 in厦门"); its rewrites keep the word, as the 1.5B writer's did; the glossary translates it."""
+
+    MIXED = "Notch receptors on 造血干细胞 have supporting effects."
+
+    def __init__(self, rewrite_to: str | None = None, **kw):
+        super().__init__(glossary={"blood stem cells": "造血干细胞"}, **kw)
+        self.rewrite_to = rewrite_to
+        self.rewrites: list[str] = []
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write":
+            for q in answer["queries"]:
+                if q["blueprint"] == 1:
+                    q["query"] = self.rewrite_to or self.MIXED
+        return name, answer
+
+    def rewrite(self, inputs):
+        self.rewrites.append(inputs.get("query", ""))
+        return {"rewritten": self.MIXED}
+
+
+def test_chinese_words_left_in_an_english_query_are_translated_one_by_one_without_a_rewrite():
+    brain, tally = LeavesAChineseWord(), WriteTally()
+    queries = write(brain, tally=tally)
+    assert queries == ["Notch has broad supporting effects", "Notch receptors on blood stem cells have supporting effects."]
+    assert brain.calls["translate"] == 1 and brain.calls.get("rewrite", 0) == 0 and len(brain.asked) == 1
+    assert tally.restated[1] == LeavesAChineseWord.MIXED
+
+
+def test_a_rewrite_that_keeps_a_chinese_word_has_it_translated():
+    # a question where the examples are claims: rewritten, and the rewrite keeps a Chinese word, which is translated
+    brain = LeavesAChineseWord(rewrite_to="What do Notch receptors on stem cells do?")
+    queries = write(brain)
+    assert queries[1] == "Notch receptors on blood stem cells have supporting effects."
+    assert brain.rewrites == ["What do Notch receptors on stem cells do?"]
+    assert brain.calls["translate"] == 1
+
+
+def test_a_word_that_cannot_be_translated_leaves_the_query_rejected():
+    brain = LeavesAChineseWord()
+    brain.glossary = {}  # the translation comes back unchanged and is refused; the rewrite keeps the word too
+    with pytest.raises(QueriesIncomplete) as exc:
+        write(brain)
+    assert exc.value.kept == {0: "Notch has broad supporting effects"}
+    assert "blueprint 1 is not written in English" in str(exc.value)
+    assert brain.calls["translate"] >= 1 and brain.rewrites  # both fixes were tried
+
+
 KEYWORDS = ["notch signalling in tumour stroma", "fgf21 and atherosclerosis in mice", "breast cancer risk factors"]
 
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import dspy
 
 from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete
-from syntra_dspy.languages import language_name
+from syntra_dspy.languages import cjk_share, language_name, left_cjk_words
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.programs.grading import DigitLabelAdapter, Grade, ask_digit
@@ -35,6 +35,7 @@ from syntra_dspy.signatures import (
 )
 from syntra_dspy.query_form import QueryForm, question_as_claim, search_terms, shape
 from syntra_dspy.programs.validation import (
+    MAX_COPIED_WORDS,
     NEAR_DUPLICATE,
     Features,
     OutputRejected,
@@ -45,6 +46,8 @@ from syntra_dspy.programs.validation import (
     check_queries,
     clean_features,
     query_problem,
+    repair_kind,
+    repair_note,
 )
 
 logger = logging.getLogger(__name__)
@@ -54,6 +57,13 @@ logger = logging.getLogger(__name__)
 #: again, so a second call rescues most of the blueprints a first one loses to form. Copied passages get one call:
 #: in the run's log a second rewrite of a copy was a copy again (or a question) every time.
 REWRITE_TRIES = 2
+#: A query with at most this many Chinese/Japanese words left in it (each at most ``LEFT_WORD_CHARS`` characters)
+#: has them translated one by one; one with more is rewritten whole.
+MAX_LEFT_WORDS = 3
+LEFT_WORD_CHARS = 8
+#: A translated word longer than this many words is an explanation, not a translation.
+MAX_TRANSLATED_WORDS = 6
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([?.,;:!)])")
 T = TypeVar("T")
 
 #: Steps added after artifacts were first committed: an older artifact lacks them and they derive from its components.
@@ -324,12 +334,20 @@ class SynthesisProgram(dspy.Module):
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
         call costs ten times as much. A rewrite that still has the wrong form is rewritten once more, with its own
-        problem (``REWRITE_TRIES``). A question is first restated in code where that is safe (its subject as
-        plain search terms; a yes/no question, or one about a relation, as its claim: :meth:`_question_restated`),
-        and so is a rewrite that is a question again."""
-        restated = self._question_restated(query, lang=lang, document=document, form=form, earlier=earlier)
-        if restated is not None:
-            return restated
+        problem (``REWRITE_TRIES``). Fixes that need no rewrite come first, for the query and for every rewrite
+        (:meth:`_fixed_in_code`): a question restated in code where that is safe, and the few Chinese words a
+        cross-language writer left in an English query translated one by one."""
+        checks = {"lang": lang, "document": document, "form": form, "earlier": earlier}
+        fixed, text = self._fixed_in_code(query, **checks)
+        if fixed is not None:
+            return fixed
+        if text != query:  # its words are translated now; what is left is another problem, for the rewrite
+            problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
+                                    near_duplicate=self.near_duplicate)
+            kind = repair_kind(problem) if problem is not None else None
+            if kind is None:
+                return None
+            query, fix = text, repair_note(kind, text, document, MAX_COPIED_WORDS, form, lang)
         for _ in range(REWRITE_TRIES):
             try:
                 pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix, form=self.rewrite_form(),
@@ -345,9 +363,13 @@ class SynthesisProgram(dspy.Module):
                                     near_duplicate=self.near_duplicate)
             if problem is None:
                 return text
-            restated = self._question_restated(text, lang=lang, document=document, form=form, earlier=earlier)
-            if restated is not None:
-                return restated
+            fixed, translated = self._fixed_in_code(text, **checks)
+            if fixed is not None:
+                return fixed
+            if translated != text:
+                text = translated
+                problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
+                                        near_duplicate=self.near_duplicate) or problem
             why, off_form, _ = problem
             logger.info("rewritten query %r rejected: %s", text, why)
             if not text or text == query or not off_form:
@@ -356,6 +378,51 @@ class SynthesisProgram(dspy.Module):
                 return None
             query, fix = text, why
         return None
+
+    def _fixed_in_code(self, query: str, *, lang: str, document: str, form: QueryForm | None,
+                       earlier: Sequence[str]) -> tuple[str | None, str]:
+        """(the query fixed without a rewrite call, or None; the query with its left Chinese words translated, or
+        as it was). A question is restated (:meth:`_question_restated`); an English query holding a few Chinese
+        words ("sources of PM10 in厦门") gets them translated (:meth:`_left_words_translated`), then is kept if it
+        passes every check, or restated if it is a question. Rewriting such a query whole does not work: in the
+        CSL run the 1.5B writer copied the word into every rewrite (5 of 5 for one document's query)."""
+        restated = self._question_restated(query, lang=lang, document=document, form=form, earlier=earlier)
+        if restated is not None:
+            return restated, query
+        translated = self._left_words_translated(query, lang)
+        if translated is None:
+            return None, query
+        if query_problem(translated, language=lang, document=document, form=form, earlier=earlier,
+                         near_duplicate=self.near_duplicate) is None:
+            logger.info("query %r kept with its Chinese words translated: %r", query, translated)
+            return translated, translated
+        restated = self._question_restated(translated, lang=lang, document=document, form=form, earlier=earlier)
+        return restated, translated
+
+    @staticmethod
+    def _left_words_translated(query: str, lang: str) -> str | None:
+        """``query`` with the Chinese/Japanese words left in it translated into ``lang`` one at a time (a short
+        ``TranslateSearchText`` call each, checked in code), or None: the task's queries are in such a language,
+        the query holds none of them, too many or too long ones, or is mostly made of them (then it is
+        untranslated: rewrite it whole), or a translation fails or runs long."""
+        from syntra_dspy.programs.translation import QueryTranslator
+
+        words = left_cjk_words(query, lang)
+        if (not words or len(words) > MAX_LEFT_WORDS or max(map(len, words)) > LEFT_WORD_CHARS
+                or cjk_share(query) > 0.5):
+            return None
+        translator = QueryTranslator(lang, max_retries=1, max_tokens=24)
+        text = query
+        for word in words:
+            try:
+                term = translator(word)
+            except LMOutputError as exc:
+                logger.info("translating %r of query %r failed: %s", word, query, exc.message)
+                return None
+            if len(term.split()) > MAX_TRANSLATED_WORDS:
+                return None
+            text = text.replace(word, f" {term} ")
+        return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(text.split()))
 
     def _question_restated(self, query: str, *, lang: str, document: str, form: QueryForm | None,
                            earlier: Sequence[str]) -> str | None:

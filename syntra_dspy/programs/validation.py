@@ -261,6 +261,9 @@ def repair_note(kind: str, query: str, document: str | None, max_copied_words: i
     return REPAIRS[kind]
 
 
+#: A query copying more consecutive words of its document than this is a copied passage.
+MAX_COPIED_WORDS = 10
+
 #: The problems one short rewrite call can fix (each a key of :data:`REPAIRS`, or ``language``).
 REPAIRABLE = frozenset({"copy", "language", "question"})
 
@@ -297,9 +300,9 @@ class QueryProblem(NamedTuple):
     kind: str
 
 
-def query_problem(query: str, *, language: str, document: str | None, max_copied_words: int = 10,
-                  form: QueryForm | None = None, earlier: Sequence[str] = (), near_duplicate: float = NEAR_DUPLICATE
-                  ) -> QueryProblem | None:
+def query_problem(query: str, *, language: str, document: str | None,
+                  max_copied_words: int = MAX_COPIED_WORDS, form: QueryForm | None = None,
+                  earlier: Sequence[str] = (), near_duplicate: float = NEAR_DUPLICATE) -> QueryProblem | None:
     """What is wrong with one written query, or None."""
     text = " ".join(query.split()).strip().strip('"').strip()
     if not text:
@@ -328,8 +331,8 @@ def query_problem(query: str, *, language: str, document: str | None, max_copied
 
 def check_queries(
     written: Sequence[WrittenQuery], blueprints: Sequence[Blueprint], *, language: str, avoid: Sequence[str] = (),
-    document: str | None = None, max_copied_words: int = 10, numbers: Sequence[int] | None = None,
-    form: QueryForm | None = None, near_duplicate: float = NEAR_DUPLICATE,
+    document: str | None = None, max_copied_words: int = MAX_COPIED_WORDS,
+    numbers: Sequence[int] | None = None, form: QueryForm | None = None, near_duplicate: float = NEAR_DUPLICATE,
 ) -> list[str]:
     """Return one query per blueprint, in order, or raise ``QueriesRejected`` with what to fix and what was fine.
 
