@@ -201,7 +201,7 @@ def test_chinese_words_left_in_an_english_query_are_translated_one_by_one_withou
     brain, tally = LeavesAChineseWord(), WriteTally()
     queries = write(brain, tally=tally)
     assert queries == ["Notch has broad supporting effects", "Notch receptors on blood stem cells have supporting effects."]
-    assert brain.calls["translate"] == 1 and brain.calls.get("rewrite", 0) == 0 and len(brain.asked) == 1
+    assert brain.calls["translate"] == 2 and brain.calls.get("rewrite", 0) == 0 and len(brain.asked) == 1  # there, back
     assert tally.restated[1] == LeavesAChineseWord.MIXED
 
 
@@ -211,7 +211,23 @@ def test_a_rewrite_that_keeps_a_chinese_word_has_it_translated():
     queries = write(brain)
     assert queries[1] == "Notch receptors on blood stem cells have supporting effects."
     assert brain.rewrites == ["What do Notch receptors on stem cells do?"]
-    assert brain.calls["translate"] == 1
+    assert brain.calls["translate"] == 2
+
+
+class Mistranslates(LeavesAChineseWord):
+    """Translates the left word wrongly (as the 1.5B model did 厦门 -> "Shanghai"), and that back as another word."""
+
+    def translate(self, inputs):
+        self.calls["translate_asked"] = self.calls.get("translate_asked", 0) + 1
+        return {"translation": "上海" if "Chinese" in inputs.get("target_language", "") else "Shanghai"}
+
+
+def test_a_word_translation_that_does_not_translate_back_is_refused():
+    brain = Mistranslates()
+    with pytest.raises(QueriesIncomplete) as exc:
+        write(brain)
+    assert exc.value.kept == {0: "Notch has broad supporting effects"}  # no query naming the wrong place
+    assert brain.calls["translate"] >= 2  # there and back
 
 
 def test_a_word_that_cannot_be_translated_leaves_the_query_rejected():

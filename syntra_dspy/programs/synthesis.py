@@ -399,27 +399,38 @@ class SynthesisProgram(dspy.Module):
         restated = self._question_restated(translated, lang=lang, document=document, form=form, earlier=earlier)
         return restated, translated
 
-    @staticmethod
-    def _left_words_translated(query: str, lang: str) -> str | None:
-        """``query`` with the Chinese/Japanese words left in it translated into ``lang`` one at a time (a short
-        ``TranslateSearchText`` call each, checked in code), or None: the task's queries are in such a language,
-        the query holds none of them, too many or too long ones, or is mostly made of them (then it is
-        untranslated: rewrite it whole), or a translation fails or runs long."""
+    def _left_words_translated(self, query: str, lang: str) -> str | None:
+        """``query`` with the Chinese/Japanese words left in it translated into ``lang`` one at a time, or None.
+
+        Each word gets a short ``TranslateSearchText`` call, and its translation one back into the documents'
+        language; the translation is kept only when the way back shares at least half of the word's characters.
+        Out of context the 1.5B model mistranslates some words, names most of all (厦门 -> "Shanghai" -> 上海;
+        肿块 -> "Bulge" -> 膨脹: both refused), and a query naming the wrong place is worse than no query. None also
+        when the task's queries are in such a language, the query holds none of them, too many or too long ones,
+        or is mostly made of them (then it is untranslated: it is rewritten whole)."""
         from syntra_dspy.programs.translation import QueryTranslator
 
         words = left_cjk_words(query, lang)
         if (not words or len(words) > MAX_LEFT_WORDS or max(map(len, words)) > LEFT_WORD_CHARS
                 or cjk_share(query) > 0.5):
             return None
-        translator = QueryTranslator(lang, max_retries=1, max_tokens=24)
+        definition = self.state.task_definition
+        back_lang = definition.document_language if definition is not None else "zh"
+        if back_lang == lang:
+            back_lang = "zh"
+        forth = QueryTranslator(lang, max_retries=1, max_tokens=24)
+        back = QueryTranslator(back_lang, max_retries=1, max_tokens=24)
         text = query
         for word in words:
             try:
-                term = translator(word)
+                term = forth(word)
+                again = back(term) if len(term.split()) <= MAX_TRANSLATED_WORDS else ""
             except LMOutputError as exc:
                 logger.info("translating %r of query %r failed: %s", word, query, exc.message)
                 return None
-            if len(term.split()) > MAX_TRANSLATED_WORDS:
+            if sum(ch in again for ch in set(word)) * 2 < len(set(word)):
+                logger.info("translation %r of %r in query %r refused: it translates back as %r", term, word,
+                            query, again)
                 return None
             text = text.replace(word, f" {term} ")
         return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(text.split()))
