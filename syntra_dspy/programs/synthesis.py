@@ -421,7 +421,7 @@ class SynthesisProgram(dspy.Module):
         forth = QueryTranslator(lang, max_retries=1, max_tokens=24)
         back = QueryTranslator(back_lang, max_retries=1, max_tokens=24)
         text = query
-        for word in words:
+        for word in sorted(words, key=len, reverse=True):  # a word inside a longer one is not cut out of it
             try:
                 term = forth(word)
                 again = back(term) if len(term.split()) <= MAX_TRANSLATED_WORDS else ""
