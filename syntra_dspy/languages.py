@@ -60,10 +60,10 @@ def check_language(text: str, code: str) -> str | None:
     if code not in CJK_LANGUAGES and code not in {"ko"}:
         if share_cjk > 0.1:
             return f"is not written in {language_name(code)} (it contains Chinese/Japanese characters)"
-        left = _CJK_RUN.findall(text)
+        left = left_cjk_words(text, code)
         if left:
             # A word the writer did not translate ("low渗透 oil reservoirs"): a searcher writing in this language
             # would not type it, and no lexical index of this language finds it.
-            shown = ", ".join(f"'{w}'" for w in dict.fromkeys(left))
+            shown = ", ".join(f"'{w}'" for w in left)
             return f"keeps Chinese/Japanese characters ({shown}) untranslated"
     return None

@@ -23,6 +23,7 @@ from syntra_dspy.programs.retry import (
     latest_answer,
 )
 from syntra_dspy.programs.step import Step
+from syntra_dspy.programs.translation import QueryTranslator
 from syntra_dspy.signatures import (
     Blueprint,
     CandidateLabel,
@@ -40,6 +41,7 @@ from syntra_dspy.programs.validation import (
     Features,
     OutputRejected,
     QueriesRejected,
+    QueryProblem,
     WriteTally,
     check_blueprints,
     check_labels,
@@ -342,8 +344,7 @@ class SynthesisProgram(dspy.Module):
         if fixed is not None:
             return fixed
         if text != query:  # its words are translated now; what is left is another problem, for the rewrite
-            problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
-                                    near_duplicate=self.near_duplicate)
+            problem = self._problem(text, **checks)
             kind = repair_kind(problem) if problem is not None else None
             if kind is None:
                 return None
@@ -359,8 +360,7 @@ class SynthesisProgram(dspy.Module):
             if answer_cut_off():  # a rewrite that ran to the token limit is a passage, and what is left is cut
                 logger.info("rewriting %r: the answer was cut at the token limit", query)
                 return None
-            problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
-                                    near_duplicate=self.near_duplicate)
+            problem = self._problem(text, **checks)
             if problem is None:
                 return text
             fixed, translated = self._fixed_in_code(text, **checks)
@@ -368,8 +368,7 @@ class SynthesisProgram(dspy.Module):
                 return fixed
             if translated != text:
                 text = translated
-                problem = query_problem(text, language=lang, document=document, form=form, earlier=earlier,
-                                        near_duplicate=self.near_duplicate) or problem
+                problem = self._problem(text, **checks) or problem
             why, off_form, _ = problem
             logger.info("rewritten query %r rejected: %s", text, why)
             if not text or text == query or not off_form:
@@ -379,6 +378,12 @@ class SynthesisProgram(dspy.Module):
             query, fix = text, why
         return None
 
+    def _problem(self, text: str, *, lang: str, document: str, form: QueryForm | None,
+                 earlier: Sequence[str]) -> QueryProblem | None:
+        """What is wrong with one query, with this program's near-duplicate threshold (:func:`query_problem`)."""
+        return query_problem(text, language=lang, document=document, form=form, earlier=earlier,
+                             near_duplicate=self.near_duplicate)
+
     def _fixed_in_code(self, query: str, *, lang: str, document: str, form: QueryForm | None,
                        earlier: Sequence[str]) -> tuple[str | None, str]:
         """(the query fixed without a rewrite call, or None; the query with its left Chinese words translated, or
@@ -386,14 +391,14 @@ class SynthesisProgram(dspy.Module):
         words ("sources of PM10 in厦门") gets them translated (:meth:`_left_words_translated`), then is kept if it
         passes every check, or restated if it is a question. Rewriting such a query whole does not work: in the
         CSL run the 1.5B writer copied the word into every rewrite (5 of 5 for one document's query)."""
+        checks = {"lang": lang, "document": document, "form": form, "earlier": earlier}
         restated = self._question_restated(query, lang=lang, document=document, form=form, earlier=earlier)
         if restated is not None:
             return restated, query
         translated = self._left_words_translated(query, lang)
         if translated is None:
             return None, query
-        if query_problem(translated, language=lang, document=document, form=form, earlier=earlier,
-                         near_duplicate=self.near_duplicate) is None:
+        if self._problem(translated, **checks) is None:
             logger.info("query %r kept with its Chinese words translated: %r", query, translated)
             return translated, translated
         restated = self._question_restated(translated, lang=lang, document=document, form=form, earlier=earlier)
@@ -408,8 +413,6 @@ class SynthesisProgram(dspy.Module):
         肿块 -> "Bulge" -> 膨脹: both refused), and a query naming the wrong place is worse than no query. None also
         when the task's queries are in such a language, the query holds none of them, too many or too long ones,
         or is mostly made of them (then it is untranslated: it is rewritten whole)."""
-        from syntra_dspy.programs.translation import QueryTranslator
-
         words = left_cjk_words(query, lang)
         if (not words or len(words) > MAX_LEFT_WORDS or max(map(len, words)) > LEFT_WORD_CHARS
                 or cjk_share(query) > 0.5):
@@ -448,8 +451,8 @@ class SynthesisProgram(dspy.Module):
             restated, as_what = question_as_claim(query), "the claim"
         else:
             return None
-        if restated is None or query_problem(restated, language=lang, document=document, form=form,
-                                             earlier=earlier, near_duplicate=self.near_duplicate) is not None:
+        if restated is None or self._problem(restated, lang=lang, document=document, form=form,
+                                             earlier=earlier) is not None:
             return None
         logger.info("question %r kept as %s %r", query, as_what, restated)
         return restated
