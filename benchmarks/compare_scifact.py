@@ -78,7 +78,10 @@ def human_session_line(args: argparse.Namespace) -> str:
     actions = ", ".join(f"{n} {a}" for a, n in sorted(Counter(e["action"] for e in events).items()))
     when = f"recorded {times[0][:16]}-{times[-1][11:16]} UTC" if times else "recorded"
     how = "recorded interactively in this run" if args.record else "replayed without a person in this run"
-    return f"Human session: `{shown}` ({when}; {len(events)} decisions: {actions}; {how})."
+    # Who decided matters as much as what: a developer's session at the terminal is not an independent annotator's.
+    by = sorted({e["by"] for e in events if e.get("by")})
+    who = f"decided by {', '.join(by)} at the terminal" if by else "the file names no reviewer"
+    return f"Human session: `{shown}` ({when}; {len(events)} decisions: {actions}; {who}; {how})."
 
 
 def main(argv: list[str] | None = None) -> int:
