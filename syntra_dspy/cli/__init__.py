@@ -6,7 +6,11 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from syntra_dspy.errors import RunAbandoned, SyntraError
 
@@ -51,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:  # no credential in an address reaches the terminal or a log
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+    previous = _stop_on_sigterm()
     try:
         return int(args.func(args) or 0)
     except SyntraError as exc:
@@ -65,6 +70,26 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
             os._exit(130)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _stop_on_sigterm() -> Callable[..., Any] | int | None:
+    """Make SIGTERM stop a command the way Ctrl-C does (returns the handler it replaced; None off the main thread).
+
+    ``kill PID``, ``systemctl stop``, ``docker stop`` and batch schedulers all send SIGTERM, and a run started with
+    ``nohup ... &`` from a script ignores SIGINT. Python's default for SIGTERM ends the process on the spot: a
+    production run then loses the documents in flight and its session is found "killed" only on the next start.
+    As a KeyboardInterrupt it takes the graceful path instead (the documents in flight are committed, the session
+    is marked interrupted; a second signal abandons them)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
 
 
 if __name__ == "__main__":

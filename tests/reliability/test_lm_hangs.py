@@ -163,7 +163,10 @@ def test_the_resume_hint_is_only_given_when_a_rerun_would_do_something(mini, min
 
 
 @pytest.mark.slow
-def test_a_second_ctrl_c_stops_within_seconds_and_keeps_finished_documents(mini, minilm, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_second_ctrl_c_stops_within_seconds_and_keeps_finished_documents(mini, minilm, tmp_path, stop):
+    """Ctrl-C, and SIGTERM alike (``kill PID``, schedulers, a ``nohup`` run that ignores SIGINT): the first signal
+    waits for the documents in flight, the second abandons them; the session is marked interrupted either way."""
     art, index = mini
     store = tmp_path / "run.db"
     hang = threading.Event()
@@ -197,7 +200,7 @@ def test_a_second_ctrl_c_stops_within_seconds_and_keeps_finished_documents(mini,
                 proc.wait(timeout=30)
                 pytest.fail("the run did not reach the server within 180 s:\n" + output_so_far()[-3000:])
             time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)  # first: stop taking documents, wait for the ones in flight
+            proc.send_signal(stop)  # first: stop taking documents, wait for the ones in flight
             # As a user does: press again once the first press was acknowledged (two presses that land while the
             # interpreter is busy in C code reach Python as one).
             deadline = time.monotonic() + 30
@@ -205,7 +208,7 @@ def test_a_second_ctrl_c_stops_within_seconds_and_keeps_finished_documents(mini,
                 time.sleep(0.1)
             assert proc.poll() is None, output_so_far()[-3000:]  # still waiting for the hung call, as promised
             assert "Ctrl-C again to abandon" in output_so_far(), output_so_far()[-3000:]
-            proc.send_signal(signal.SIGINT)  # second: abandon them
+            proc.send_signal(stop)  # second: abandon them
             started = time.monotonic()
             try:
                 proc.wait(timeout=15)
