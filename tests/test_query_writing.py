@@ -501,3 +501,30 @@ def test_an_extraction_cut_off_at_the_token_limit_loses_its_cut_dimension_not_a_
         features = program().extract_features(DOC)
     assert [d.dimension for d in features.attributes] == ["specificity"]
     assert features.identifiers  # written before the cut, complete
+
+
+def test_export_stats_find_a_moved_artifact_under_artifacts_by_its_checksum(partial_run, tmp_path, monkeypatch):
+    """A store backed up and resumed elsewhere records an artifact path that is gone there: the stats look for the
+    artifact under ./artifacts/<task>/<version> and use it only when its checksum is the one the run recorded."""
+    import shutil
+    from pathlib import Path
+
+    from syntra_dspy.production import compute_stats
+    from syntra_dspy.production.store import RunStore
+
+    with RunStore.open(partial_run, readonly=True) as run:
+        recorded = Path(run.meta()["artifact"]["path"])
+    moved = tmp_path / "elsewhere" / "run.db"
+    moved.parent.mkdir()
+    shutil.copy(partial_run, moved)
+    shutil.copytree(recorded, tmp_path / "checkout" / "artifacts" / recorded.parent.name / recorded.name)
+    shutil.move(recorded, tmp_path / "gone")  # the folder the run found it in is no longer there
+    monkeypatch.chdir(tmp_path / "checkout")
+    try:
+        assert compute_stats(moved)["quality"]["queries"]["in_form"] == 1.0
+        # another artifact under the same name is not this run's: its form is not used
+        found = tmp_path / "checkout" / "artifacts" / recorded.parent.name / recorded.name
+        (found / "checksums.sha256").write_text((found / "checksums.sha256").read_text() + "\n", encoding="utf-8")
+        assert compute_stats(moved)["quality"]["queries"]["in_form"] is None
+    finally:
+        shutil.move(tmp_path / "gone", recorded)

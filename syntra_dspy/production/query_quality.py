@@ -6,20 +6,41 @@ checked for form and near-duplicates can be compared with one written after.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+from syntra_dspy.artifacts import CHECKSUMS
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.query_form import QueryForm, token_jaccard
 from syntra_dspy.programs.validation import NEAR_DUPLICATE
 
 
+def run_artifact(meta: dict[str, Any]) -> Path | None:
+    """The folder of the run's artifact: where the run found it, or else ``artifacts/<task>/<version>`` under the
+    current folder (a store backed up and resumed on another machine, or from another checkout, records a path that
+    is gone there); only a folder whose checksum file hashes to the recorded checksum counts. None when neither does.
+    """
+    recorded = meta.get("artifact", {})
+    path, checksum = recorded.get("path"), recorded.get("checksum")
+    if not path:
+        return None
+    for folder in (Path(path), Path("artifacts") / Path(path).parent.name / Path(path).name):
+        try:
+            found = hashlib.sha256((folder / CHECKSUMS).read_bytes()).hexdigest()
+        except OSError:
+            continue
+        if checksum is None or found == checksum:
+            return folder
+    return None
+
+
 def _artifact_json(meta: dict[str, Any], name: str) -> dict[str, Any]:
-    """One JSON file of the run's artifact, or {} when the artifact is no longer where the run found it."""
-    path = meta.get("artifact", {}).get("path")
+    """One JSON file of the run's artifact, or {} when it cannot be found (:func:`run_artifact`)."""
+    folder = run_artifact(meta)
     try:
-        return json.loads((Path(path) / name).read_text(encoding="utf-8")) if path else {}
+        return json.loads((folder / name).read_text(encoding="utf-8")) if folder else {}
     except (OSError, ValueError):
         return {}
 
