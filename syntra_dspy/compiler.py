@@ -52,10 +52,11 @@ def fingerprint_examples(pairs: tuple[FewShotPair, ...]) -> str:
 
 def check_task_encoder(spec: TaskSpec, encoder: EncoderSpec, pairs: tuple[FewShotPair, ...], *,
                        source: str) -> None:
-    """Refuse, before any model is loaded, an encoder that cannot read both languages of a cross-language task.
+    """Refuse, before any model is loaded, an encoder that cannot read the task's languages
+    (:func:`check_encoder_languages`).
 
-    A task without a definition has its languages guessed from the examples' scripts (English queries over
-    Chinese positives); the inferred definition is checked again once the compile has it."""
+    A task without a definition has its languages guessed from the examples' scripts (Latin or Chinese queries and
+    positives); the inferred definition is checked again once the compile has it."""
     definition = spec.task_definition
     if definition is None:
         guessed = guess_task_languages([p.query for p in pairs], [p.positive_text for p in pairs])

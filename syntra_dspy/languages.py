@@ -25,6 +25,16 @@ _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
 CJK_LANGUAGES = frozenset({"zh", "ja"})
 
 
+_ISO3 = {"eng": "en", "zho": "zh", "chi": "zh", "cmn": "zh", "fas": "fa", "per": "fa", "rus": "ru", "fra": "fr",
+         "deu": "de", "spa": "es", "jpn": "ja", "kor": "ko", "ara": "ar"}
+
+
+def language_code(code: str) -> str:
+    """ISO 639-1 for a 639-1 or common 639-2/3 code (``zho`` -> ``zh``, ``EN`` -> ``en``)."""
+    code = code.strip().lower()
+    return _ISO3.get(code, code)
+
+
 def language_name(code: str) -> str:
     """Human-readable name for an ISO 639-1 code; unknown codes are shown as given."""
     return _NAMES.get(code.lower(), code)

@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.languages import language_code
 
 CorpusFormat = Literal["beir", "neuclir", "tsv"]
 #: Where production's candidates come from: the dense index (the encoder), or BM25 over the documents' language with
@@ -104,6 +105,13 @@ class TaskDefinition(_Strict):
     relevance_definition: str = Field(min_length=1)
     query_language: str = "en"
     document_language: str = "en"
+
+    @field_validator("query_language", "document_language")
+    @classmethod
+    def _code(cls, value: str) -> str:
+        """One spelling per language (``zho``, ``ZH`` -> ``zh``): prompts, the script check and whether the task is
+        cross-language all compare codes."""
+        return language_code(value)
 
     @property
     def cross_language(self) -> bool:

@@ -147,16 +147,33 @@ def test_a_cross_language_task_refuses_english_only_and_unknown_encoders(encoder
     assert "languages: [en, zh]" in err.value.hint
 
 
-def test_multilingual_encoders_pass_and_a_monolingual_task_takes_any():
+def test_multilingual_encoders_pass_and_a_monolingual_task_trusts_an_unknown_one():
     check_encoder_languages(CLIR, EncoderSpec(model="embeddinggemma-300m"))
     check_encoder_languages(CLIR, EncoderSpec(model="my-own-model", languages=["zh", "en"]))
     check_encoder_languages(MONO, EncoderSpec(model="my-own-model"))
+    check_encoder_languages(MONO, EncoderSpec(model="all-MiniLM-L6-v2"))
+    zho = TaskDefinition.model_validate({**CLIR.model_dump(), "query_language": "zho"})  # zho is zh: monolingual
+    assert zho.query_language == "zh" and not zho.cross_language
+    check_encoder_languages(zho, EncoderSpec(model="my-own-model"))
+    check_encoder_languages(zho, EncoderSpec(model="embeddinggemma-300m"))
+    check_encoder_languages(zho, EncoderSpec(model="all-MiniLM-L6-v2", languages=["zh"]))
+
+
+def test_a_monolingual_task_refuses_an_encoder_known_to_read_other_languages_only():
+    """Chinese requests over Chinese abstracts with the English-only default: refused, naming the fix."""
+    zho = TaskDefinition.model_validate({**CLIR.model_dump(), "query_language": "zh"})
+    with pytest.raises(ConfigError, match=r"queries and documents are in zh, but encoder 'all-MiniLM-L6-v2' reads "
+                                          r"only en \(known models\), not zh ") as err:
+        check_encoder_languages(zho, EncoderSpec(model="all-MiniLM-L6-v2"), source="task.yaml")
+    assert err.value.field == "encoder" and "encoder: embeddinggemma-300m" in err.value.hint
+    assert "languages: [zh]" in err.value.hint
 
 
 def test_languages_are_guessed_from_the_examples_scripts():
     assert guess_task_languages(["battery heat"], ["锂离子电池热管理"]) == ("en", "zh")
     assert guess_task_languages(["电池"], ["A study of batteries."]) == ("zh", "en")
-    assert guess_task_languages(["battery heat"], ["A study of batteries."]) is None
+    assert guess_task_languages(["battery heat"], ["A study of batteries."]) == ("en", "en")
+    assert guess_task_languages(["电池热管理"], ["锂离子电池"]) == ("zh", "zh")
     assert guess_task_languages(["battery heat", "电池"], ["锂离子电池"]) is None  # mixed: no guess
 
 

@@ -13,9 +13,7 @@ import hashlib
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-import yaml
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.retrieve import BM25Retriever
@@ -26,28 +24,13 @@ from syntra_dspy.programs.translation import QueryTranslator, check_translation,
 from syntra_dspy.testing import SyntraBrain, fields_of, scripted_lm
 from syntra_dspy.programs.validation import OutputRejected
 
-from helpers import scripted_roles
+from helpers import CharEncoder, compile_template
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "templates" / "neuclirtech-clir.yaml"
 GLOSSARY = {"soy milk": "豆浆", "soybean": "大豆", "bridge": "桥梁", "earthquake": "地震", "tea": "茶叶",
             "lithium-ion battery": "锂离子电池", "battery": "电池", "neural network": "神经网络", "pesticide": "农药"}
 ASPECTS = ["processing methods and product quality", "field trials and measured performance"]
-
-
-class CharEncoder:
-    """Hashed Chinese characters and Latin words, L2-normalised: enough for an index and diverse selection."""
-
-    name, id, dim = "chars", "chars@tests", 128
-
-    def _encode(self, texts, batch_size: int = 32, show_progress: bool = False):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for tok in re.findall(r"[\u4e00-\u9fff]|[a-z]{3,}", text.lower()):
-                out[i, int(hashlib.md5(tok.encode()).hexdigest()[:8], 16) % self.dim] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-
-    encode_queries = encode_documents = _encode
 
 
 class ClirBrain(SyntraBrain):
@@ -92,25 +75,8 @@ class EnglishFirstBrain(ClirBrain):
 @pytest.fixture(scope="module")
 def clir(tmp_path_factory):
     """(artifact path, index dir, corpus) of the cross-language template compiled with the scripted brain."""
-    import syntra_dspy.compiler as compiler
-    from syntra_dspy.retrieval.corpus import read_corpus
-    from syntra_dspy.optimizers import CompileSettings
-
-    root = tmp_path_factory.mktemp("clir")
-    data = yaml.safe_load(TEMPLATE.read_text(encoding="utf-8"))
-    data["corpus"]["path"] = str((TEMPLATE.parent / data["corpus"]["path"]).resolve())
-    task = root / "clir.yaml"
-    task.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
-    real = compiler.load_encoder
-    compiler.load_encoder = lambda *a, **k: CharEncoder()
-    try:
-        roles, _ = scripted_roles(ClirBrain())
-        artifact = compiler.compile_task(task, strategy="none", out=root / "artifacts", lms=roles,
-                                         index_dir=root / "index",
-                                         settings=CompileSettings(sample_docs=2, selection_target=12, judge="written"))
-    finally:
-        compiler.load_encoder = real
-    return artifact.path, root / "index", read_corpus(data["corpus"]["path"], "neuclir")
+    artifact, index, corpus = compile_template(TEMPLATE, tmp_path_factory.mktemp("clir"), ClirBrain())
+    return artifact.path, index, corpus
 
 
 def run(clir, store, brain, **kw):

@@ -1,10 +1,11 @@
-"""Which languages an encoder reads, and the compile-time refusal of one that cannot serve a cross-language task.
+"""Which languages an encoder reads, and the compile-time refusal of one that cannot read a task's languages.
 
 A cross-language task retrieves documents in one language for queries in another; an English-only encoder puts
 them in unrelated parts of its space (measured on the NeuCLIRTech fixture: the template's five positives ranked
 4, 19, 1, 2 and 20 of 31 with all-MiniLM-L6-v2, 1 for each with EmbeddingGemma). What the task file says wins
 (``encoder.languages`` or ``encoder.multilingual``); otherwise a short list of well-known models decides; a
-model on neither is unknown, and a cross-language task refuses it rather than guess.
+model on neither is unknown, and a cross-language task refuses it rather than guess. A monolingual task refuses
+only an encoder known to read other languages (English-only MiniLM for Chinese abstracts).
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.languages import cjk_share
+from syntra_dspy.languages import cjk_share, language_code
 from syntra_dspy.task import EncoderSpec, TaskDefinition
 
 #: The default multilingual encoder: installable offline from PyPI (:mod:`syntra_dspy.models`).
 MULTILINGUAL_DEFAULT = "embeddinggemma-300m"
-_ISO3 = {"eng": "en", "zho": "zh", "chi": "zh", "cmn": "zh", "fas": "fa", "per": "fa", "rus": "ru", "fra": "fr",
-         "deu": "de", "spa": "es", "jpn": "ja", "kor": "ko", "ara": "ar"}
 # Lower-case names without the organisation; None: multilingual.
 _KNOWN: dict[str, tuple[str, ...] | None] = {
     **{name: ("en",) for name in (
@@ -36,12 +35,6 @@ _KNOWN: dict[str, tuple[str, ...] | None] = {
         "gte-multilingual-base", "qwen3-embedding-0.6b", "qwen3-embedding-4b", "qwen3-embedding-8b",
         "jina-embeddings-v3", "snowflake-arctic-embed-l-v2.0")},
 }
-
-
-def language_code(code: str) -> str:
-    """ISO 639-1 for a 639-1 or common 639-2/3 code (``zho`` -> ``zh``), lower case."""
-    code = code.strip().lower()
-    return _ISO3.get(code, code)
 
 
 @dataclass(frozen=True)
@@ -90,28 +83,34 @@ def encoder_languages(spec: EncoderSpec) -> EncoderLanguages:
 
 
 def check_encoder_languages(definition: TaskDefinition, spec: EncoderSpec, *, source: str = "<task>") -> None:
-    """Refuse an English-only or unknown encoder for a cross-language task; a monolingual task takes any."""
-    if not definition.cross_language:
-        return
-    wanted = (language_code(definition.query_language), language_code(definition.document_language))
+    """Refuse an encoder that cannot read the task's languages, before anything is loaded.
+
+    A cross-language task refuses one that reads only other languages and one whose languages are unknown; a
+    monolingual task refuses one known to read only other languages (the English-only default for Chinese
+    requests over Chinese abstracts) and trusts an unknown one, which is most often a model of the corpus'
+    own language."""
+    wanted = tuple(dict.fromkeys((definition.query_language, definition.document_language)))
     langs = encoder_languages(spec)
+    if not definition.cross_language and not langs.known:
+        return
     install = f"python -m syntra_dspy.models install {MULTILINGUAL_DEFAULT}"
+    reads = "both languages" if len(wanted) > 1 else wanted[0]
     fix = (f"set `encoder: {MULTILINGUAL_DEFAULT}` in the task file (install it once with `{install}`), or, if "
-           f"your model reads both languages, say so: `encoder: {{model: {spec.model}, languages: "
-           f"[{', '.join(wanted)}]}}`")
-    task = f"the task is cross-language ({wanted[0]} queries over {wanted[1]} documents)"
+           f"your model reads {reads}, say so: `encoder: {{model: {spec.model}, languages: [{', '.join(wanted)}]}}`")
+    task = (f"the task is cross-language ({wanted[0]} queries over {wanted[1]} documents)" if definition.cross_language
+            else f"the task's queries and documents are in {wanted[0]}")
     if not langs.known:
         raise ConfigError(f"{task}, and which languages encoder {spec.model!r} reads is unknown", path=source,
                           field="encoder", hint=fix)
     missing = [code for code in wanted if not langs.covers(code)]
     if missing:
         raise ConfigError(f"{task}, but encoder {spec.model!r} reads only {langs.describe()} ({langs.source}), "
-                          f"not {', '.join(dict.fromkeys(missing))}", path=source, field="encoder", hint=fix)
+                          f"not {', '.join(missing)}", path=source, field="encoder", hint=fix)
 
 
 def guess_task_languages(queries: Sequence[str], documents: Sequence[str]) -> tuple[str, str] | None:
-    """``("en", "zh")`` or ``("zh", "en")`` when the examples' queries and positives are in different scripts
-    (Latin and Chinese), else None: enough to refuse an encoder before a definition is inferred."""
+    """``(query language, document language)`` read off the examples' scripts (``en`` for Latin, ``zh`` for
+    Chinese), or None when either side is mixed: enough to refuse an encoder before a definition is inferred."""
     def script(texts: Sequence[str]) -> str | None:
         shares = [cjk_share(t) for t in texts if t.strip()]
         if not shares:
@@ -121,4 +120,4 @@ def guess_task_languages(queries: Sequence[str], documents: Sequence[str]) -> tu
         return "en" if all(s <= 0.1 for s in shares) else None
 
     q, d = script(queries), script(documents)
-    return (q, d) if q is not None and d is not None and q != d else None
+    return (q, d) if q is not None and d is not None else None
