@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import CharEncoder, compile_template
 
 from syntra_dspy.compiler import check_task_encoder
 from syntra_dspy.errors import ConfigError
@@ -24,8 +25,6 @@ from syntra_dspy.languages import check_language
 from syntra_dspy.production import RunStore, export_records, produce
 from syntra_dspy.task import EncoderSpec, load_task
 from syntra_dspy.testing import GUIDANCE_MARK, SyntraBrain, scripted_lm
-
-from helpers import CharEncoder, compile_template
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "templates" / "neuclirtech-zho.yaml"

@@ -13,8 +13,8 @@ from typing import Any
 
 from syntra_dspy.artifacts import CHECKSUMS
 from syntra_dspy.production.store import RunStore
-from syntra_dspy.query_form import QueryForm, token_jaccard
 from syntra_dspy.programs.validation import NEAR_DUPLICATE
+from syntra_dspy.query_form import QueryForm, token_jaccard
 
 
 def run_artifact(meta: dict[str, Any]) -> Path | None:

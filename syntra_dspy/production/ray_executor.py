@@ -185,7 +185,8 @@ def _drive(ray: ModuleType, pool: WorkerPool, ledger: RunLedger,
             if stopping and status == "interrupted":
                 raise RunAbandoned from None  # the workers are killed on the way out; nothing more is committed
             stopping, status = True, "interrupted"
-            logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them; a second SIGTERM does too)",
+            logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them; a "
+                           "second SIGTERM does too)",
                            len(inflight))
     return status, fatal
 

@@ -306,7 +306,8 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                     for future in inflight:
                         future.cancel()
                     inflight = {f for f in inflight if not f.cancelled()}
-                    logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them; a second SIGTERM does too)",
+                    logger.warning("interrupted: committing %d documents in flight (Ctrl-C again to abandon them; a "
+                                   "second SIGTERM does too)",
                                    len(inflight))
     finally:
         doc_pool.shutdown(wait=False, cancel_futures=True)
