@@ -253,6 +253,32 @@ def require_nonempty_lists(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "properties": fixed}
 
 
+_UNSAFE_IN_LITERAL = re.compile(r'["\\\x00-\x1f]')
+
+
+def grammar_safe_literals(schema: Any) -> Any:
+    """The schema with every ``enum``/``const`` node that llama-cpp-python would write into a broken grammar
+    widened to a plain string of the same type.
+
+    Its JSON-schema converter writes ``json.dumps(value)`` into a GBNF literal escaping quotes but not backslashes,
+    so a value holding a double quote gives a grammar llama.cpp cannot parse (and the process dies in native code),
+    and one holding a backslash or a control character gives a grammar of invalid JSON. Non-ASCII text is safe (it
+    becomes ``\\uXXXX`` escapes, which GBNF reads as the character). Widening only loosens the constraint: the
+    step's answer is checked in code as without a schema.
+    """
+    if isinstance(schema, list):
+        return [grammar_safe_literals(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: grammar_safe_literals(value) for key, value in schema.items()}
+    literals = out.get("enum", []) + ([out["const"]] if "const" in out else [])
+    if any(isinstance(v, str) and _UNSAFE_IN_LITERAL.search(v) for v in literals):
+        out.pop("enum", None)
+        out.pop("const", None)
+        out["type"] = "string"
+    return out
+
+
 class LlamaCppEngine:
     """A DSPy 3.4 engine (``complete(Request) -> Response``) backed by llama.cpp in this process.
 
@@ -388,7 +414,7 @@ class LlamaCppEngine:
                 else None
             )
             if schema:
-                schema = require_nonempty_lists(schema)
+                schema = grammar_safe_literals(require_nonempty_lists(schema))
             options["response_format"] = {"type": "json_object", **({"schema": schema} if schema else {})}
         return options
 

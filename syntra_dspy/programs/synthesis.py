@@ -16,6 +16,7 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.programs.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.programs.judge import Candidate, RelevanceJudge
+from syntra_dspy.programs.narrowing import blueprint_list_schema, narrowed_outputs
 from syntra_dspy.programs.retry import (
     LAST_ANSWER_CHARS,  # noqa: F401 - re-exported
     answer_cut_off,
@@ -228,7 +229,9 @@ class SynthesisProgram(dspy.Module):
         """Exactly ``count`` valid, non-repeating blueprints (fewer only if the combinations run out).
 
         ``retries`` (default: the program's ``max_retries``) bounds the repair calls. When the valid blueprints stay
-        too few, ``BlueprintsIncomplete`` carries those the planner did get right."""
+        too few, ``BlueprintsIncomplete`` carries those the planner did get right. A backend that enforces JSON
+        schemas decodes the answer from this document's lists (:mod:`syntra_dspy.programs.narrowing`); the prompt
+        is the artifact's either way."""
         doc = ctx.clip(document, self.max_doc_chars)
         limit = len(features.identifiers)
         for dim in features.attributes:
@@ -239,15 +242,16 @@ class SynthesisProgram(dspy.Module):
         def call(note: str, config: dict) -> list[Blueprint]:
             need = count - len(kept)
             used = [*already, *kept]
-            pred = self.plan(
-                document=doc,
-                identifiers=ctx.identifiers_text(features.identifiers),
-                attributes=ctx.attributes_text(features.attributes),
-                count=need,
-                already_used=ctx.blueprints_text(used) if used else "",
-                retry_note=note,
-                config={**config, "max_tokens": 80 + 160 * need},
-            )
+            with narrowed_outputs({"blueprints": blueprint_list_schema(features, need)}):
+                pred = self.plan(
+                    document=doc,
+                    identifiers=ctx.identifiers_text(features.identifiers),
+                    attributes=ctx.attributes_text(features.attributes),
+                    count=need,
+                    already_used=ctx.blueprints_text(used) if used else "",
+                    retry_note=note,
+                    config={**config, "max_tokens": 80 + 160 * need},
+                )
             good, problems = check_blueprints(pred.blueprints or [], features, already=used)
             kept.extend(good[:need])
             if len(kept) < count:

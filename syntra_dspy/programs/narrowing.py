@@ -1,0 +1,93 @@
+"""Output schemas narrowed to one call's valid answers, so a backend that enforces the schema cannot answer outside them.
+
+The plan step must copy its identifier, dimensions and options from lists given in the prompt. The signature's
+schema says only "a string", so the embedded 1.5B model wrote a document term where a dimension belongs (or a list
+number where the identifier belongs) in 6 of the first 11 documents of a SciFact run, each a wasted ~40 s call
+followed by code-drawn blueprints. Here the schema's strings become enums of this document's lists, and each
+blueprint carries one choice per dimension. Backends that enforce ``response_format`` (llama.cpp grammars, vLLM and
+SGLang guided decoding, OpenAI strict schemas) then decode only answers the plan step accepts; others are unchanged.
+
+Only the schema sent with the request changes, never the prompt text: the artifact's prompts, their hashes and
+the prompt-state cache are the same, and every answer is still checked in code (a combination may still repeat).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import dspy
+import pydantic
+
+from syntra_dspy.programs.validation import Features
+
+
+def _enum(values: list[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(dict.fromkeys(values))}
+
+
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def blueprint_list_schema(features: Features, count: int) -> dict[str, Any]:
+    """JSON schema of exactly ``count`` blueprints built from this document's identifiers and attribute options.
+
+    ``choices`` holds one item per dimension (``minItems`` = ``maxItems``), each a dimension name with one of that
+    dimension's options; ``anyOf`` rather than a fixed tuple (``prefixItems``), which strict OpenAI schemas refuse.
+    """
+    properties: dict[str, Any] = {"identifier": _enum([i.text for i in features.identifiers])}
+    choices = [_closed({"dimension": _enum([d.dimension]), "option": _enum(list(d.options))})
+               for d in features.attributes]
+    if choices:
+        items = choices[0] if len(choices) == 1 else {"anyOf": choices}
+        properties["choices"] = {"type": "array", "items": items,
+                                 "minItems": len(choices), "maxItems": len(choices)}
+    else:
+        properties["choices"] = {"type": "array", "items": _closed({}), "maxItems": 0}
+    return {"type": "array", "items": _closed(properties), "minItems": count, "maxItems": count}
+
+
+def _narrowed_model(model: type[pydantic.BaseModel], fields: Mapping[str, dict[str, Any]]) -> type[pydantic.BaseModel]:
+    """A copy of DSPy's generated output model whose JSON schema has ``fields`` replaced (DSPy builds the request's
+    schema from ``model_json_schema``, as it does for its own generated model)."""
+    schema = dict(model.model_json_schema())
+    properties = dict(schema.get("properties") or {})
+    missing = sorted(set(fields) - set(properties))
+    if missing:
+        raise ValueError(f"the signature has no output field(s) {missing} to narrow")
+    properties.update(fields)
+    schema["properties"] = properties
+    narrowed = type(model.__name__, (model,), {"__module__": model.__module__})
+    narrowed.model_json_schema = lambda *args, **kwargs: schema  # type: ignore[method-assign]
+    return narrowed
+
+
+class NarrowedJSONAdapter(dspy.JSONAdapter):
+    """DSPy's JSONAdapter with some output fields' schemas replaced in the request (the prompt is untouched)."""
+
+    def __init__(self, fields: Mapping[str, dict[str, Any]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fields = dict(fields)
+
+    def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
+        super()._prepare_response_format(lm, lm_kwargs, signature)
+        fmt = lm_kwargs.get("response_format")
+        if isinstance(fmt, type) and issubclass(fmt, pydantic.BaseModel):
+            lm_kwargs["response_format"] = _narrowed_model(fmt, self.fields)
+
+
+@contextmanager
+def narrowed_outputs(fields: Mapping[str, dict[str, Any]]) -> Iterator[None]:
+    """Within the block, calls made through DSPy's JSONAdapter send ``fields``' schemas in place of the
+    signature's. Any other adapter in use is left as it is: it sends no schema, or one its user chose."""
+    adapter = dspy.settings.adapter
+    if type(adapter) is not dspy.JSONAdapter:
+        yield
+        return
+    narrowing = NarrowedJSONAdapter(fields, callbacks=adapter.callbacks,
+                                    use_native_function_calling=adapter.use_native_function_calling,
+                                    parallel_tool_calls=getattr(adapter, "parallel_tool_calls", None))
+    with dspy.context(adapter=narrowing):
+        yield
