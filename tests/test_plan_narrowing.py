@@ -76,6 +76,17 @@ def test_the_plan_call_carries_the_narrowed_schema_and_the_same_prompt():
                                                                                           'Ran binds "RanBP1"']
 
 
+def test_a_served_route_keeps_the_signatures_schema():
+    """Narrowing reaches only engines that declare it: a hosted API may refuse the narrowed schema, and a refused
+    schema would switch a served role's schemas off for the whole run."""
+
+    lm = ScriptedLM(_plan_answer)
+    lm.engine.narrows_schemas = False  # what a served route's engine (none, or LiteLLM) says
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        SynthesisProgram().plan_blueprints(DOCUMENT, FEATURES, 2)
+    assert lm.calls[0].response_format is not None and "enum" not in json.dumps(lm.calls[0].response_format)
+
+
 def test_narrowing_a_field_the_signature_lacks_is_an_error():
     lm = ScriptedLM(lambda call: {"answer": "x"})
     with (dspy.context(lm=lm, adapter=dspy.JSONAdapter()), narrowed_outputs({"blueprints": {"type": "array"}}),

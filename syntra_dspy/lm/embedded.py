@@ -293,6 +293,7 @@ class LlamaCppEngine:
     """
 
     supports_response_schema = True
+    narrows_schemas = True  # a grammar compiled here takes per-call enums (syntra_dspy.programs.narrowing)
     supports_function_calling = False
     supports_reasoning = False
     supported_params = frozenset(("response_format", "temperature", "max_tokens", "stop", "seed", "top_p",

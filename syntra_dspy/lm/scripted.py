@@ -176,6 +176,7 @@ class ScriptedEngine:
             raise TypeError("responder must be a callable taking a ScriptedCall")
         self.responder = responder
         self.supports_response_schema = response_schema
+        self.narrows_schemas = response_schema  # like the embedded engine: takes per-call narrowed schemas
         self.supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop", "seed",
                                            "frequency_penalty", "logprobs", "top_logprobs"})
         self._lock = threading.Lock()

@@ -4,11 +4,16 @@ The plan step must copy its identifier, dimensions and options from lists given 
 schema says only "a string", so the embedded 1.5B model wrote a document term where a dimension belongs (or a list
 number where the identifier belongs) in 6 of the first 11 documents of a SciFact run, each a wasted ~40 s call
 followed by code-drawn blueprints. Here the schema's strings become enums of this document's lists, and each
-blueprint carries one choice per dimension. Backends that enforce ``response_format`` (llama.cpp grammars, vLLM and
-SGLang guided decoding, OpenAI strict schemas) then decode only answers the plan step accepts; others are unchanged.
+blueprint carries one choice per dimension. The embedded engine compiles that schema into a grammar and decodes
+only answers the plan step accepts.
 
 Only the schema sent with the request changes, never the prompt text: the artifact's prompts, their hashes and
 the prompt-state cache are the same, and every answer is still checked in code (a combination may still repeat).
+
+Narrowed schemas go only to engines that declare ``narrows_schemas`` (the embedded llama.cpp engine, and the
+scripted engine that stands in for it in tests). A served route keeps the signature's schema: a hosted API may
+refuse what the narrowing needs (OpenAI's strict mode refuses ``anyOf`` objects that share their first key), and a
+refused schema turns a served role's schemas off for the rest of the run (:mod:`syntra_dspy.lm.schema_forms`).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ def blueprint_list_schema(features: Features, count: int) -> dict[str, Any]:
     """JSON schema of exactly ``count`` blueprints built from this document's identifiers and attribute options.
 
     ``choices`` holds one item per dimension (``minItems`` = ``maxItems``), each a dimension name with one of that
-    dimension's options; ``anyOf`` rather than a fixed tuple (``prefixItems``), which strict OpenAI schemas refuse.
+    dimension's options (``anyOf`` per dimension, so a dimension can still be chosen twice: code catches it).
     """
     properties: dict[str, Any] = {"identifier": _enum([i.text for i in features.identifiers])}
     choices = [_closed({"dimension": _enum([d.dimension]), "option": _enum(list(d.options))})
@@ -74,14 +79,17 @@ class NarrowedJSONAdapter(dspy.JSONAdapter):
     def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
         super()._prepare_response_format(lm, lm_kwargs, signature)
         fmt = lm_kwargs.get("response_format")
+        if not getattr(getattr(lm, "engine", None), "narrows_schemas", False):
+            return
         if isinstance(fmt, type) and issubclass(fmt, pydantic.BaseModel):
             lm_kwargs["response_format"] = _narrowed_model(fmt, self.fields)
 
 
 @contextmanager
 def narrowed_outputs(fields: Mapping[str, dict[str, Any]]) -> Iterator[None]:
-    """Within the block, calls made through DSPy's JSONAdapter send ``fields``' schemas in place of the
-    signature's. Any other adapter in use is left as it is: it sends no schema, or one its user chose."""
+    """Within the block, calls made through DSPy's JSONAdapter to an engine that ``narrows_schemas`` send ``fields``'
+    schemas in place of the signature's. Any other adapter in use is left as it is: it sends no schema, or one its
+    user chose."""
     adapter = dspy.settings.adapter
     if type(adapter) is not dspy.JSONAdapter:
         yield
