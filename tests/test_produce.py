@@ -387,3 +387,42 @@ def test_concurrency_does_not_change_the_export(baseline, mini, minilm, tmp_path
 def test_the_artifacts_generator_is_the_default_and_a_test_lm_is_refused(mini, minilm, tmp_path):
     with pytest.raises(ConfigError, match="--generator"):
         produce(mini[0], tmp_path / "run.db", index_dir=mini[1], encoder=minilm, progress=False, docs=2)
+
+
+def _documents_at_once(mini, minilm, store, monkeypatch, **lm_kw) -> int:
+    """The most documents the pipeline had in progress at one time, over a 4-document run at concurrency 1."""
+    import threading
+    import time
+
+    from syntra_dspy.production.pipeline import DocumentPipeline
+
+    active, peak, lock = 0, 0, threading.Lock()
+    original = DocumentPipeline.run
+
+    def counted(self, *args, **kwargs):
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        try:
+            time.sleep(0.05)  # long enough for a second document thread to start, if the runner starts one
+            return original(self, *args, **kwargs)
+        finally:
+            with lock:
+                active -= 1
+
+    monkeypatch.setattr(DocumentPipeline, "run", counted)
+    art, index = mini
+    produce(art, store, generator=scripted_lm(SyntraBrain(), **lm_kw), index_dir=index, encoder=minilm,
+            progress=False, docs=4, queries_per_doc=2, top_k=K, chunk_size=CHUNK, concurrency=1)
+    return peak
+
+
+def test_an_engine_sharing_one_context_gets_one_document_at_a_time(mini, minilm, tmp_path, monkeypatch):
+    # The embedded engine's calls continue the prompt the previous call left: another document's call in between
+    # would evict it. A served model gets a second document per slot, to keep the slot busy between steps.
+    assert _documents_at_once(mini, minilm, tmp_path / "one.db", monkeypatch, shares_one_context=True) == 1
+    assert _documents_at_once(mini, minilm, tmp_path / "two.db", monkeypatch) == 2
+    from syntra_dspy.lm.embedded import LlamaCppEngine
+
+    assert LlamaCppEngine.shares_one_context

@@ -294,6 +294,9 @@ class LlamaCppEngine:
 
     supports_response_schema = True
     narrows_schemas = True  # a grammar compiled here takes per-call enums (syntra_dspy.programs.narrowing)
+    # Every call runs, one at a time, on one llama.cpp context: a call reuses the prompt the previous call left
+    # there, so a document's calls should follow each other (syntra_dspy.production.runner.documents_in_flight).
+    shares_one_context = True
     supports_function_calling = False
     supports_reasoning = False
     supported_params = frozenset(("response_format", "temperature", "max_tokens", "stop", "seed", "top_p",

@@ -171,12 +171,14 @@ class ScriptedEngine:
     supports_function_calling = False
     supports_reasoning = False
 
-    def __init__(self, responder: Responder, *, response_schema: bool = True) -> None:
+    def __init__(self, responder: Responder, *, response_schema: bool = True,
+                 shares_one_context: bool = False) -> None:
         if not callable(responder):
             raise TypeError("responder must be a callable taking a ScriptedCall")
         self.responder = responder
         self.supports_response_schema = response_schema
         self.narrows_schemas = response_schema  # like the embedded engine: takes per-call narrowed schemas
+        self.shares_one_context = shares_one_context  # True: scheduled like the embedded engine
         self.supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop", "seed",
                                            "frequency_penalty", "logprobs", "top_logprobs"})
         self._lock = threading.Lock()
@@ -261,6 +263,7 @@ class ScriptedLM(dspy.LM):
 
     ``response_schema=True`` makes it declare structured-output support like the embedded engine (JSONAdapter
     then sends the output schema); ``False`` makes it behave like a plain OpenAI-compatible route.
+    ``shares_one_context=True`` makes production schedule it like the embedded engine (one document per call slot).
     """
 
     def __init__(
@@ -269,12 +272,13 @@ class ScriptedLM(dspy.LM):
         *,
         name: str = "scripted",
         response_schema: bool = True,
+        shares_one_context: bool = False,
         num_retries: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(
             name,
-            engine=ScriptedEngine(responder, response_schema=response_schema),
+            engine=ScriptedEngine(responder, response_schema=response_schema, shares_one_context=shares_one_context),
             cache=False,
             num_retries=num_retries,
             **kwargs,

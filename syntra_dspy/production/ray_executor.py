@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from syntra_dspy.errors import RunAbandoned, SyntraError, is_fatal_backend_error, stops_run
+from syntra_dspy.lm.roles import embedded_name
 from syntra_dspy.production.ledger import ProductionAborted, RunLedger, resume_hint
 from syntra_dspy.production.pipeline import describe_error
 from syntra_dspy.production.ray_cluster import RayOptions, worker_shares
@@ -43,8 +44,11 @@ class WorkerPool:
         slots, cpus = worker_shares(ray, options, concurrency)
         tag = uuid.uuid4().hex[:8]  # names let an operator (or a test) find a run's workers: syntra-produce-<tag>-<n>
         actor = ray.remote(concurrency_groups={_CONTROL: 1})(DocumentWorker)
+        # Documents running at once per slot: one for the embedded engine, whose calls share one context, two for
+        # a served model (as in the driver's own thread pool: runner.documents_in_flight).
+        per_slot = 1 if embedded_name(plan.generator.model) is not None else 2
         self.actors = [
-            actor.options(name=f"syntra-produce-{tag}-{n}", num_cpus=cpus, max_concurrency=2 * share + 1,
+            actor.options(name=f"syntra-produce-{tag}-{n}", num_cpus=cpus, max_concurrency=per_slot * share + 1,
                           max_restarts=MAX_RESTARTS,
                           max_task_retries=MAX_RESTARTS).remote(plan.model_dump(mode="json"), share)
             for n, share in enumerate(slots)]
