@@ -2,8 +2,9 @@
 
 The embedded engine runs every call on one llama.cpp context, and a call reuses the prompt the previous call left
 there. With two documents in flight per call slot (what production does for a served model), one document's calls
-come between the other's: a query's graded candidates lose the instruction and query their predecessor left, and a
-step's retry loses its document. This runs ``syntra produce`` on the same documents twice, each in its own process
+come between the other's, and a step's next call (a repair, a rewrite, the next step) loses the document its
+predecessor left. (A grading call loses little: its candidate is new text either way; measured, grading did not
+change.) This runs ``syntra produce`` on the same documents twice, each in its own process
 and fresh store, DSPy's cache off: once with the embedded engine scheduled as a served model (two documents per slot)
 and once as production schedules it now (one). Every engine call is timed; calls are paired by their exact request
 (messages and options), so the comparison is over the same prompts, with a Wilcoxon signed-rank test.
