@@ -210,6 +210,29 @@ def test_saved_prompt_states_are_on_by_default_and_can_be_turned_off(fake_llama)
         LlamaCppEngine(fake_llama, prompt_cache_bytes=-1)
 
 
+def test_the_grammar_check_is_on_by_default_and_set_per_call_on_the_shared_model(fake_llama):
+    seen = []
+    original = FakeLlama.create_chat_completion
+
+    def record(self, **kwargs):
+        seen.append(self.check_grammar_first)
+        return original(self, **kwargs)
+
+    checked = LlamaCppEngine(fake_llama, n_ctx=4096)
+    masked = LlamaCppEngine(fake_llama, n_ctx=4096, check_grammar_first=False)
+    assert checked.load().llama is masked.load().llama  # one model, two settings
+    FakeLlama.create_chat_completion = record
+    try:
+        for engine in (checked, masked, checked):
+            with dspy.context(lm=dspy.LM("embedded/tiny", engine=engine, cache=False), adapter=dspy.JSONAdapter()):
+                dspy.Predict(Rate)(document="doc")
+    finally:
+        FakeLlama.create_chat_completion = original
+    assert seen == [True, False, True]
+    assert LlamaCppEngine.load_state(masked.dump_state()).check_grammar_first is False
+    assert LlamaCppEngine.load_state(checked.dump_state()).check_grammar_first is True
+
+
 def test_request_settings_override_the_deterministic_defaults(fake_llama):
     lm = dspy.LM(
         "embedded/tiny",
@@ -387,3 +410,39 @@ def test_real_saved_prompt_states_restore_a_steps_instruction_and_answer_as_with
             assert llama.cache is None
     embedded.release_models()
     assert answers[1 << 28] == answers[0]
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not _HAVE_SMALL, reason="needs llama-cpp-python and the 0.5B parts")
+def test_real_grammar_checked_on_the_chosen_token_answers_as_the_masked_vocabulary():
+    """Greedy decoding under a JSON schema: checking the chosen token (and masking only when it is refused) must
+    write what llama-cpp-python's chain (the grammar over the whole vocabulary) writes, token for token. The prompt
+    makes the model want a markdown fence first, so both paths of the check run."""
+    name = "qwen2.5-coder-0.5b"
+
+    class Terms(pydantic.BaseModel):
+        terms: list[str]
+        field: str
+
+    prompts = [("List the key terms of: ATF4 is induced by ER stress and marks the unfolded protein response. "
+                "Answer in a ```json block."),
+               "List the key terms of: Aspirin lowers the risk of heart attack in adults over 50."]
+    answers = {}
+    for check in (False, True):
+        # no saved prompt states, and a fresh context per call: both engines then see identical llama.cpp states
+        engine = LlamaCppEngine(name, n_ctx=2048, prompt_cache_bytes=0, check_grammar_first=check)
+        lm = dspy.LM("embedded/check", engine=engine, cache=False, temperature=0.0)
+        llama = engine.load().llama
+        got, counts = [], []
+        for prompt in prompts:
+            llama.reset()
+            got.append(lm(messages=[{"role": "user", "content": prompt}], max_tokens=40, response_format=Terms)[0])
+            sampler = llama.last_sampler
+            counts.append((sampler.checked, sampler.masked) if check else None)
+        answers[check] = got
+        if check:
+            assert sum(c for c, _ in counts) > 0 and sum(m for _, m in counts) > 0, counts
+    embedded.release_models()
+    assert all(a.lstrip().startswith("{") for a in answers[True])
+    assert answers[True] == answers[False]

@@ -21,6 +21,7 @@ from typing import Any
 
 from syntra_dspy.cache import hash_stream, model_cache_dir, sha256_file
 from syntra_dspy.errors import ConfigError, DependencyError
+from syntra_dspy.lm.grammar_sampling import grammar_checked
 from syntra_dspy.lm.prompt_states import DEFAULT_CAPACITY_BYTES, PromptStateCache, stateful
 
 logger = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int, prompt_cache_bytes: int 
                 raise DependencyError(
                     "the embedded backend needs llama-cpp-python", hint='pip install "syntra-dspy[embedded]"'
                 ) from None
-            llama = stateful(Llama)(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False)
+            llama = grammar_checked(stateful(Llama))(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False)
             if prompt_cache_bytes > 0:
                 llama.cache = PromptStateCache(prompt_cache_bytes)  # what Llama.set_cache does
             loaded = _LOADED[key] = _Loaded(llama, threading.Lock())
@@ -289,7 +290,9 @@ class LlamaCppEngine:
     ``response_format`` becomes a llama.cpp grammar, which constrains decoding to valid output; its top-level
     lists must have at least one item (:func:`require_nonempty_lists`). ``prompt_cache_bytes`` of RAM hold the state
     after each step's latest prompt, so the next call of that step evaluates only what follows its fixed instruction
-    (0 turns it off; see :mod:`syntra_dspy.lm.prompt_states`).
+    (0 turns it off; see :mod:`syntra_dspy.lm.prompt_states`). ``check_grammar_first``: a greedy completion under a
+    grammar asks the grammar about the token the model chose and masks the vocabulary only when it is refused (same
+    answer, ~1.7x faster generation; :mod:`syntra_dspy.lm.grammar_sampling`); False gives llama-cpp-python's chain.
     """
 
     supports_response_schema = True
@@ -311,6 +314,7 @@ class LlamaCppEngine:
         n_threads: int | None = None,
         seed: int = 0,
         prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
+        check_grammar_first: bool = True,
     ) -> None:
         if n_ctx < 512:
             raise ConfigError(
@@ -331,6 +335,7 @@ class LlamaCppEngine:
             raise ConfigError(f"prompt_cache_bytes={prompt_cache_bytes} is negative", field="prompt_cache_bytes",
                               hint="0 turns the saved prompt states off")
         self.prompt_cache_bytes = prompt_cache_bytes
+        self.check_grammar_first = check_grammar_first
         self._resolved: Path | None = path
 
     @property
@@ -363,6 +368,7 @@ class LlamaCppEngine:
         logprobs = None
         try:
             with loaded.lock:
+                loaded.llama.check_grammar_first = self.check_grammar_first  # the model is shared by engines
                 out = loaded.llama.create_chat_completion(messages=messages, **options)
                 if top is not None:  # read before the next call replaces the context's logits
                     logprobs = (first_token_logprobs(loaded.llama, out["choices"][0]["message"].get("content") or "",
@@ -433,7 +439,7 @@ class LlamaCppEngine:
 
     def dump_state(self) -> dict[str, Any]:
         return {"model": self.model, "n_ctx": self.n_ctx, "seed": self.seed,
-                "prompt_cache_bytes": self.prompt_cache_bytes}
+                "prompt_cache_bytes": self.prompt_cache_bytes, "check_grammar_first": self.check_grammar_first}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> LlamaCppEngine:
@@ -442,6 +448,7 @@ class LlamaCppEngine:
             n_ctx=int(state.get("n_ctx", 8192)),
             seed=int(state.get("seed", 0)),
             prompt_cache_bytes=int(state.get("prompt_cache_bytes", DEFAULT_PROMPT_CACHE_BYTES)),
+            check_grammar_first=bool(state.get("check_grammar_first", True)),
         )
 
     def __repr__(self) -> str:

@@ -179,12 +179,14 @@ def ensure_engine_works(model_path: Path, *, force: bool = False) -> EngineCheck
 
 
 def _child(model_path: str) -> int:
-    """Load the model, decode a few tokens greedily, then a few under a JSON grammar; print a JSON line."""
+    """Load the model, decode a few tokens greedily, then a few under a JSON grammar as the engine decodes them (the
+    grammar checked on the chosen token, the vocabulary masked when it is refused); print a JSON line."""
     from llama_cpp import Llama
 
     from syntra_dspy.lm.embedded import physical_cores
+    from syntra_dspy.lm.grammar_sampling import grammar_checked
 
-    llama = Llama(model_path=model_path, n_ctx=512, n_threads=physical_cores(), seed=0, verbose=False)
+    llama = grammar_checked(Llama)(model_path=model_path, n_ctx=512, n_threads=physical_cores(), seed=0, verbose=False)
     messages = [{"role": "user", "content": "Reply with the word ok."}]
     plain = llama.create_chat_completion(messages=messages, max_tokens=4, temperature=0.0)
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}

@@ -1,0 +1,121 @@
+"""Greedy decoding under a grammar that checks the chosen token first, and masks the vocabulary only when it must.
+
+llama-cpp-python puts a JSON schema's grammar into the sampler chain ahead of the token choice, so for every
+generated token llama.cpp tests all ~151,000 vocabulary entries of Qwen2.5 against the grammar: ~70 ms a token on
+two cores, against ~95 ms for the model itself (measured with the 1.5B model and an extraction schema). Under greedy
+decoding only one token can win. :class:`GrammarCheckedGreedy` picks it without the grammar, asks the grammar about
+that one token, and only when the grammar refuses it (the model wanted to write prose or a markdown fence) masks
+the whole vocabulary and picks again: the way llama.cpp's own command-line sampler works. The answer is the same
+token for token (the best token the grammar allows is the best token when the grammar allows the best token), so
+it applies to greedy requests only; a sampled request keeps llama-cpp-python's chain, whose distribution it is.
+
+Nothing here imports llama_cpp at import time: the engine hands in the ``Llama`` class it loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+
+class GrammarCheckedGreedy:
+    """Stands in for llama-cpp-python's ``LlamaSampler`` while one greedy completion under a grammar runs.
+
+    ``chain`` is llama-cpp-python's own chain for the request without the grammar (penalties, then greedy);
+    ``grammar`` a llama.cpp grammar sampler. Counts the tokens the grammar let through as chosen
+    (``checked``) and those it refused (``masked``: the whole vocabulary was masked for them)."""
+
+    def __init__(self, llama_cpp: Any, chain: Any, grammar: Any, n_vocab: int) -> None:
+        self._lib = llama_cpp
+        self._chain = chain  # a LlamaSampler: owns its native chain and frees it
+        self._grammar = grammar  # a native llama_sampler pointer: freed in close()
+        self._n_vocab = n_vocab
+        self._data = np.recarray((n_vocab,), dtype=np.dtype([("id", np.intc), ("logit", np.single),
+                                                             ("p", np.single)], align=True))
+        self._ids = np.arange(n_vocab, dtype=np.intc)
+        self._all = llama_cpp.llama_token_data_array(
+            data=self._data.ctypes.data_as(llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False)
+        self._one_data = (llama_cpp.llama_token_data * 1)()
+        self._one = llama_cpp.llama_token_data_array(data=self._one_data, size=1, selected=-1, sorted=False)
+        self.checked = 0
+        self.masked = 0
+
+    def _fill(self, ctx: Any, idx: int) -> None:
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
+        self._data.id[:] = self._ids
+        self._data.logit[:] = logits
+        self._data.p[:] = 0.0
+        self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False
+
+    def _pick(self) -> int:
+        """Apply the chain (penalties, greedy) to the filled array and return the token it selects."""
+        self._lib.llama_sampler_apply(self._chain.sampler, ctypes.byref(self._all))
+        return int(self._data.id[self._all.selected])
+
+    def _allowed(self, token: int) -> bool:
+        self._one_data[0].id, self._one_data[0].logit, self._one_data[0].p = token, 0.0, 0.0
+        self._one.size, self._one.selected, self._one.sorted = 1, -1, False
+        self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
+        return bool(np.isfinite(self._one_data[0].logit))
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        """The token a greedy chain with the grammar in it would choose at logits row ``idx``; accepted by both."""
+        self._fill(ctx, idx)
+        token = self._pick()
+        if self._allowed(token):
+            self.checked += 1
+        else:
+            self.masked += 1
+            self._fill(ctx, idx)
+            self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
+            token = self._pick()
+        self._lib.llama_sampler_accept(self._grammar, token)
+        self._chain.accept(token)
+        return token
+
+    def accept(self, token: int) -> None:
+        self._lib.llama_sampler_accept(self._grammar, token)
+        self._chain.accept(token)
+
+    def reset(self) -> None:
+        self._lib.llama_sampler_reset(self._grammar)
+        self._chain.reset()
+
+    def close(self) -> None:
+        if self._grammar is not None:
+            self._lib.llama_sampler_free(self._grammar)
+            self._grammar = None
+        self._chain.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def grammar_checked(llama_class: type) -> type:
+    """A subclass of ``llama_class`` (``llama_cpp.Llama``) whose greedy completions under a grammar use
+    :class:`GrammarCheckedGreedy`; ``check_grammar_first = False`` on an instance gives llama-cpp-python's chain
+    (the engine sets it per call). ``last_sampler`` is the latest such sampler, for its counts."""
+    import llama_cpp
+
+    class GrammarCheckedLlama(llama_class):
+        check_grammar_first = True
+        last_sampler: GrammarCheckedGreedy | None = None
+
+        def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
+            grammar = kwargs.get("grammar")
+            greedy = kwargs.get("temp", 0.8) == 0.0 and not args
+            if grammar is None or not greedy or not self.check_grammar_first or kwargs.get("logits_processor"):
+                return super()._init_sampler(*args, **kwargs)
+            chain = super()._init_sampler(*args, **{**kwargs, "grammar": None})
+            native = llama_cpp.llama_sampler_init_grammar(
+                self._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+            if not native:
+                chain.close()
+                raise ValueError("llama.cpp could not parse the grammar made from the response schema")
+            self.last_sampler = GrammarCheckedGreedy(llama_cpp, chain, native, self._n_vocab)
+            return self.last_sampler
+
+    GrammarCheckedLlama.__name__ = GrammarCheckedLlama.__qualname__ = f"GrammarChecked{llama_class.__name__}"
+    return GrammarCheckedLlama
