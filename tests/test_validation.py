@@ -219,6 +219,21 @@ def test_a_copied_query_is_sent_to_its_rewrite_with_the_words_it_copied_and_a_le
     assert caught.value.repairs == {0: (query, note)}
 
 
+def test_a_compound_name_counts_as_one_copied_word_but_a_hyphen_does_not_hide_a_copied_sentence():
+    from syntra_dspy.programs.validation import copied_words, query_problem
+
+    compound = "1-(5-chloro-6-(trifluoromethoxy)-1H-benzoimidazol-2-yl)-1H-pyrazole-4-carboxylic acid (JNJ-42041935)"
+    document = (f"{compound} is a potent and selective inhibitor of prolyl hydroxylase. Telomeric guanine-quadruplex "
+                "DNA reacts with Stylonychia lemnae macronuclei in situ, as antibodies generated in vitro show.")
+    named = f"The specificity of {compound} for prolyl hydroxylase exceeds that of earlier inhibitors."
+    assert len(copied_run(named, document)) == 16  # pieces of the compound's three words: one name, not a sentence
+    assert copied_words(named, document) == 3
+    assert query_problem(named, language="en", document=document) is None
+    rehyphenated = "Telomeric guanine quadruplex DNA reacts with Stylonychia lemnae macronuclei in situ, antibodies show."
+    assert copied_words(rehyphenated, document) == 11
+    assert query_problem(rehyphenated, language="en", document=document).kind == "copy"
+
+
 def test_a_copy_notes_length_cap_never_contradicts_the_examples_form():
     from syntra_dspy.programs.validation import repair_note
     from syntra_dspy.query_form import QueryForm

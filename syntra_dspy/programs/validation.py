@@ -52,27 +52,44 @@ _NUMBERED = re.compile(r"^\s*(\d+)[.)]?(?:\s+(.*))?$")
 _WORDS = re.compile(r"\w+")
 
 
-def copied_run(query: str, document: str) -> list[str]:
-    """The longest run of consecutive words the query shares with the document, in the query's spelling."""
-    spelled = _WORDS.findall(query)
+def _longest_copy(query: str, document: str) -> tuple[list[str], int]:
+    """(the run of consecutive word pieces the query shares with the document that spans most of the query's words,
+    in the query's spelling; how many of the query's whitespace-separated words it spans).
+
+    Pieces are matched (``\\w+``, so "blood-brain" matches "blood brain" and a copy cannot hide behind a hyphen), but
+    a run is as long as the words it covers: a compound name is one word however many pieces it holds. SciFact run: the
+    writer named "1-(5-chloro-6-(trifluoromethoxy)-1H-benzoimidazol-2-yl)-1H-pyrazole-4-carboxylic acid" (the
+    document's compound, the blueprint's identifier), 16 pieces, and every query naming it was a "copied sentence"."""
+    spelled, word_of = [], []
+    for number, word in enumerate(query.split()):
+        pieces = _WORDS.findall(word)
+        spelled.extend(pieces)
+        word_of.extend([number] * len(pieces))
     q = [w.lower() for w in spelled]
     d = [w.lower() for w in _WORDS.findall(document)]
-    best, end = 0, 0
+    best, best_len, end = 0, 0, 0
     previous = [0] * (len(d) + 1)
     for qi in range(1, len(q) + 1):
         current = [0] * (len(d) + 1)
         for di in range(1, len(d) + 1):
             if q[qi - 1] == d[di - 1]:
-                current[di] = previous[di - 1] + 1
-                if current[di] > best:
-                    best, end = current[di], qi
+                run = current[di] = previous[di - 1] + 1
+                words = word_of[qi - 1] - word_of[qi - run] + 1
+                if (words, run) > (best, best_len):
+                    best, best_len, end = words, run, qi
         previous = current
-    return spelled[end - best:end]
+    return spelled[end - best_len:end], best
+
+
+def copied_run(query: str, document: str) -> list[str]:
+    """The run of consecutive words the query shares with the document (the one spanning most of the query's words),
+    as word pieces in the query's spelling."""
+    return _longest_copy(query, document)[0]
 
 
 def copied_words(query: str, document: str) -> int:
-    """Length of the longest run of consecutive words the query shares with the document."""
-    return len(copied_run(query, document))
+    """How many consecutive words of the query the document holds in the same order (a compound name counts once)."""
+    return _longest_copy(query, document)[1]
 
 
 #: Query dimensions for a document whose extracted ones were all in another script than the queries' language.
