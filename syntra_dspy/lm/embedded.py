@@ -215,7 +215,8 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int, prompt_cache_bytes: int 
                 raise DependencyError(
                     "the embedded backend needs llama-cpp-python", hint='pip install "syntra-dspy[embedded]"'
                 ) from None
-            llama = grammar_checked(stateful(Llama))(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False)
+            llama = grammar_checked(stateful(Llama))(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0,
+                                                     verbose=False)
             if prompt_cache_bytes > 0:
                 llama.cache = PromptStateCache(prompt_cache_bytes)  # what Llama.set_cache does
             loaded = _LOADED[key] = _Loaded(llama, threading.Lock())
@@ -291,8 +292,9 @@ class LlamaCppEngine:
     lists must have at least one item (:func:`require_nonempty_lists`). ``prompt_cache_bytes`` of RAM hold the state
     after each step's latest prompt, so the next call of that step evaluates only what follows its fixed instruction
     (0 turns it off; see :mod:`syntra_dspy.lm.prompt_states`). ``check_grammar_first``: a greedy completion under a
-    grammar asks the grammar about the token the model chose and masks the vocabulary only when it is refused (same
-    answer, ~1.7x faster generation; :mod:`syntra_dspy.lm.grammar_sampling`); False gives llama-cpp-python's chain.
+    grammar asks the grammar about the token the model chose and masks the vocabulary only when it is refused (the
+    same answer; generation under a grammar ~1.7x faster: :mod:`syntra_dspy.lm.grammar_sampling`); False gives
+    llama-cpp-python's chain.
     """
 
     supports_response_schema = True

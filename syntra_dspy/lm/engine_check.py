@@ -186,7 +186,8 @@ def _child(model_path: str) -> int:
     from syntra_dspy.lm.embedded import physical_cores
     from syntra_dspy.lm.grammar_sampling import grammar_checked
 
-    llama = grammar_checked(Llama)(model_path=model_path, n_ctx=512, n_threads=physical_cores(), seed=0, verbose=False)
+    llama = grammar_checked(Llama)(model_path=model_path, n_ctx=512, n_threads=physical_cores(), seed=0,
+                                   verbose=False)
     messages = [{"role": "user", "content": "Reply with the word ok."}]
     plain = llama.create_chat_completion(messages=messages, max_tokens=4, temperature=0.0)
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
