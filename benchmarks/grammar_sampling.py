@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paired_produce import add_arguments, wilcoxon, write_report
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # paired_produce also sets the offline environment
+from paired_produce import (
+    add_arguments,
+    embedded_generator,
+    machine,
+    timed_production,
+    wilcoxon,
+    write_report,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "grammar_sampling"
@@ -40,12 +41,9 @@ MODES = ("chain", "checked")
 
 def measure(args: argparse.Namespace, log_path: Path, store: Path) -> dict:
     """One production run whose schema-constrained calls are each answered in both modes; the call log."""
-    from syntra_dspy.lm.roles import build_lm
     from syntra_dspy.lm.usage import current_stage
-    from syntra_dspy.production import produce
-    from syntra_dspy.task import LMSpec
 
-    lm = build_lm(LMSpec(model=f"embedded:{args.model}"), role="generator", cache=False)
+    lm = embedded_generator(args)
     engine = lm.engine
     engine.prompt_cache_bytes = 0
     original, log = engine.complete, []
@@ -75,10 +73,7 @@ def measure(args: argparse.Namespace, log_path: Path, store: Path) -> dict:
         return answers["checked"]
 
     engine.complete = both
-    start = time.perf_counter()
-    summary = produce(args.artifact, store, generator=lm, index_dir=args.index_dir, docs=args.docs,
-                      queries_per_doc=args.queries_per_doc, top_k=args.top_k, concurrency=1, progress=False)
-    run = {"wall_seconds": time.perf_counter() - start, "summary": summary.to_dict(), "calls": log}
+    run = {**timed_production(args, store, lm), "calls": log}
     log_path.write_text(json.dumps(run))
     return run
 
@@ -102,7 +97,7 @@ def main() -> None:
     calls = run["calls"]
     result: dict = {"artifact": args.artifact, "model": args.model, "docs": args.docs,
                     "queries_per_doc": args.queries_per_doc, "top_k": args.top_k,
-                    "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                    **machine(),
                     "wall_seconds": round(run["wall_seconds"], 1), "records": run["summary"]["records"],
                     "schema_calls": len(calls), "same_answers": sum(c["same_answer"] for c in calls),
                     "greedy_calls": sum(c["greedy"] for c in calls),

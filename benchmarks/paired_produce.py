@@ -60,14 +60,29 @@ def add_arguments(ap: argparse.ArgumentParser, modes: Iterable[str] = ()) -> Non
         ap.add_argument("--calls", help=argparse.SUPPRESS)
 
 
+def embedded_generator(args: argparse.Namespace):
+    """The embedded model ``args.model`` as production's generator, DSPy's cache off."""
+    from syntra_dspy.lm.roles import build_lm
+    from syntra_dspy.task import LMSpec
+
+    return build_lm(LMSpec(model=f"embedded:{args.model}"), role="generator", cache=False)
+
+
+def timed_production(args: argparse.Namespace, store: str | Path, lm) -> dict:
+    """``syntra produce`` of ``args``'s documents into ``store`` with ``lm``, one document at a time: its wall
+    seconds and summary."""
+    from syntra_dspy.production import produce
+
+    start = time.perf_counter()
+    summary = produce(args.artifact, store, generator=lm, index_dir=args.index_dir, docs=args.docs,
+                      queries_per_doc=args.queries_per_doc, top_k=args.top_k, concurrency=1, progress=False)
+    return {"wall_seconds": time.perf_counter() - start, "summary": summary.to_dict()}
+
+
 def run_child(args: argparse.Namespace, configure: Callable[[object], None]) -> None:
     """One production run in this process, every engine call timed into ``args.calls``; ``configure(engine)`` sets
     the mode up first."""
-    from syntra_dspy.lm.roles import build_lm
-    from syntra_dspy.production import produce
-    from syntra_dspy.task import LMSpec
-
-    lm = build_lm(LMSpec(model=f"embedded:{args.model}"), role="generator", cache=False)
+    lm = embedded_generator(args)
     engine = lm.engine
     configure(engine)
     original, log, lock = engine.complete, [], threading.Lock()
@@ -81,16 +96,12 @@ def run_child(args: argparse.Namespace, configure: Callable[[object], None]) -> 
             log.append({"key": request_key(request), "kind": call_kind(request), "seconds": round(seconds, 4),
                         "prompt_tokens": getattr(usage, "input_tokens", None),
                         "completion_tokens": getattr(usage, "output_tokens", None),
-                        "answer_sha": hashlib.sha256((response.message.text or "").encode()).hexdigest()[:16],
                         "thread": threading.current_thread().name})
         return response
 
     engine.complete = timed
-    start = time.perf_counter()
-    summary = produce(args.artifact, args.store, generator=lm, index_dir=args.index_dir, docs=args.docs,
-                      queries_per_doc=args.queries_per_doc, top_k=args.top_k, concurrency=1, progress=False)
-    wall = time.perf_counter() - start
-    Path(args.calls).write_text(json.dumps({"wall_seconds": wall, "summary": summary.to_dict(), "calls": log}))
+    run = timed_production(args, args.store, lm)
+    Path(args.calls).write_text(json.dumps({**run, "calls": log}))
 
 
 def run_modes(script: str, args: argparse.Namespace, order: list[str], prefix: str) -> tuple[Path, dict[str, dict]]:

@@ -71,8 +71,7 @@ class GrammarCheckedGreedy:
             self._fill(ctx, idx)
             self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
             token = self._pick()
-        self._lib.llama_sampler_accept(self._grammar, token)
-        self._chain.accept(token)
+        self.accept(token)
         return token
 
     def accept(self, token: int) -> None:
