@@ -233,6 +233,31 @@ def test_the_grammar_check_is_on_by_default_and_set_per_call_on_the_shared_model
     assert LlamaCppEngine.load_state(checked.dump_state()).check_grammar_first is True
 
 
+def test_prompt_tokens_the_engine_did_not_evaluate_are_reported_as_cached(fake_llama):
+    from syntra_dspy.lm import UsageMeter
+
+    original = FakeLlama.create_chat_completion
+
+    def reusing(self, **kwargs):
+        self.prompt_tokens_evaluated = 20  # what the saved-state Llama counts in generate(): 100 of 120 reused
+        return original(self, **kwargs)
+
+    meter = UsageMeter()
+    lm = dspy.LM("embedded/tiny", engine=LlamaCppEngine(fake_llama, n_ctx=4096), cache=False)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        with meter.stage("unknown"):  # a Llama that does not count reports nothing cached
+            dspy.Predict(Rate)(document="doc")
+        FakeLlama.create_chat_completion = reusing
+        try:
+            with meter.stage("counted"):
+                dspy.Predict(Rate)(document="doc")
+        finally:
+            FakeLlama.create_chat_completion = original
+    stats = meter.snapshot()
+    assert stats["unknown"]["prompt_tokens"] == 120 and stats["unknown"]["cached_prompt_tokens"] == 0
+    assert stats["counted"]["prompt_tokens"] == 120 and stats["counted"]["cached_prompt_tokens"] == 100
+
+
 def test_request_settings_override_the_deterministic_defaults(fake_llama):
     lm = dspy.LM(
         "embedded/tiny",

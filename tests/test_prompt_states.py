@@ -75,3 +75,38 @@ def test_the_least_recently_used_states_go_first_beyond_the_capacity():
     cache[families[2]] = state(families[2], size=100)
     assert len(cache) == 2 and cache.cache_size == 200
     assert [*families[0], 1] in cache and [*families[1], 1] not in cache
+
+
+class Generating:
+    """Just enough of ``llama_cpp.Llama``'s generation: reuse the context's shared prefix, evaluate the rest of the
+    prompt in one ``eval``, then one ``eval`` per generated token."""
+
+    def __init__(self) -> None:
+        self.context: list[int] = []
+        self.evals: list[int] = []
+
+    def eval(self, tokens) -> None:
+        self.evals.append(len(tokens))
+        self.context.extend(tokens)
+
+    def generate(self, tokens, **kwargs):
+        del self.context[shared_prefix(self.context, tokens):]
+        pending = list(tokens[len(self.context):])
+        while True:
+            self.eval(pending)
+            yield 7
+            pending = [7]
+
+
+def test_a_generation_counts_the_prompt_tokens_it_evaluated_not_the_ones_it_reused():
+    from itertools import islice
+
+    from syntra_dspy.lm.prompt_states import stateful
+
+    llama = stateful(Generating)()
+    assert llama.prompt_tokens_evaluated is None
+    assert list(islice(llama.generate([*GRADE, 1, 2, 3]), 4)) == [7] * 4
+    assert llama.prompt_tokens_evaluated == 203  # a fresh context: the whole prompt
+    assert llama.evals == [203, 1, 1, 1]  # the generated tokens do not count
+    list(islice(llama.generate([*GRADE, 9, 9]), 2))
+    assert llama.prompt_tokens_evaluated == 2  # the grading instruction was reused

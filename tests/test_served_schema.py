@@ -144,7 +144,19 @@ def test_fixed_prompt_part_first_and_cached_prefix_share_per_stage(mini, minilm,
         stored = run.usage()
     assert all(u["cached_prompt_tokens"] > 0 for u in stored.values())
     report = format_stats(compute_stats(tmp_path / "run.db"))
-    assert "of prompt tokens from the server's prefix cache" in report
+    assert "of prompt tokens reused from a cached prefix" in report
+    assert "in the sessions that counted it" not in report
+    # a session whose backend did not count cached tokens leaves the share as it was, and the report says so
+    conn = sqlite3.connect(tmp_path / "run.db")
+    conn.execute("INSERT INTO usage (session_id, stage, calls, prompt_tokens) VALUES (99, 'extract', 5, 5000)")
+    conn.commit()
+    conn.close()
+    with RunStore.open(tmp_path / "run.db", readonly=True) as run:
+        later = run.usage()["extract"]
+    assert later["prompt_tokens"] == extract["prompt_tokens"] + 5000
+    assert later["cached_prompt_share"] == extract["cached_prompt_share"]
+    assert later["cached_prompt_basis"] == extract["prompt_tokens"]
+    assert "(in the sessions that counted it)" in format_stats(compute_stats(tmp_path / "run.db"))
 
 
 def test_a_store_from_before_these_tables_still_opens(mini, minilm, tmp_path):

@@ -367,11 +367,12 @@ class LlamaCppEngine:
         options = self._options(request)
         top = request.config.logprobs
         loaded = self.load()
-        logprobs = None
+        logprobs = evaluated = None
         try:
             with loaded.lock:
                 loaded.llama.check_grammar_first = self.check_grammar_first  # the model is shared by engines
                 out = loaded.llama.create_chat_completion(messages=messages, **options)
+                evaluated = getattr(loaded.llama, "prompt_tokens_evaluated", None)
                 if top is not None:  # read before the next call replaces the context's logits
                     logprobs = (first_token_logprobs(loaded.llama, out["choices"][0]["message"].get("content") or "",
                                                      top),)
@@ -380,8 +381,10 @@ class LlamaCppEngine:
             raise cls(f"llama.cpp refused the request: {exc}", provider="embedded") from exc
         choice, usage = out["choices"][0], out.get("usage") or {}
         finish = choice.get("finish_reason") or "stop"
-        tokens = Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
-                       total_tokens=usage.get("total_tokens"))  # fmt: skip
+        prompt = usage.get("prompt_tokens")
+        reused = max(0, prompt - evaluated) if isinstance(prompt, int) and isinstance(evaluated, int) else None
+        tokens = Usage(input_tokens=prompt, output_tokens=usage.get("completion_tokens"),
+                       total_tokens=usage.get("total_tokens"), cache_read_tokens=reused)  # fmt: skip
         text = choice["message"].get("content") or ""
         finish = finish if finish in ("stop", "length") else "stop"
         message = Message.assistant((TextPart(text),))

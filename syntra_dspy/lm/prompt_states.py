@@ -109,11 +109,26 @@ def stateful(llama_class: type) -> type:
     floats (311 MB for Qwen2.5) per call, unused, since sampling reads the context's logits and a restored prompt
     always evaluates at least its last token again (``Llama.generate`` keeps one token back when the whole prompt
     matches). With ``logits_all=True`` the stored scores are what logprobs read, so those states stay whole.
+
+    ``prompt_tokens_evaluated`` says how much of the latest prompt was evaluated; the rest came from the context or a
+    saved state, which the engine reports as cached prompt tokens (``export --stats`` shows the share per step).
     """
 
     class StatefulLlama(llama_class):
         states_restored = 0  # how often a saved state replaced the context (llama-cpp-python only loads one that
         # shares more of the prompt than the context already holds)
+        prompt_tokens_evaluated: int | None = None  # the latest generation's prompt tokens that were not reused
+
+        def generate(self, tokens, *args, **kwargs):
+            """Count what the generation evaluates of its prompt: its first ``eval`` is the part of the prompt that
+            neither the live context nor a restored state held (the engine reports the rest as cached tokens)."""
+            self.prompt_tokens_evaluated = None
+            return (yield from super().generate(tokens, *args, **kwargs))
+
+        def eval(self, tokens) -> None:
+            if self.prompt_tokens_evaluated is None:
+                self.prompt_tokens_evaluated = len(tokens)
+            return super().eval(tokens)
 
         def save_state(self):
             import llama_cpp

@@ -54,7 +54,7 @@ class StageUsage:
     cached: int = 0
     failures: int = 0
     seconds: float = 0.0
-    cached_prompt_tokens: int = 0  # prompt tokens the server took from its prefix cache, when it says so
+    cached_prompt_tokens: int = 0  # prompt tokens served from a cached prefix (server or embedded engine), when said
 
     def add(self, other: StageUsage) -> None:
         for name, value in asdict(other).items():
@@ -89,7 +89,8 @@ def _count(usage: dict[str, Any], key: str) -> int:
 
 def _cached_prompt(usage: dict[str, Any]) -> int:
     """``usage.prompt_tokens_details.cached_tokens``: what an OpenAI-compatible server (vLLM with prefix caching,
-    SGLang, hosted APIs) reports it served from its prefix cache; 0 when it says nothing."""
+    SGLang, hosted APIs) reports it served from its prefix cache, or the embedded engine reused from its context or a
+    saved prompt state; 0 when nothing says."""
     details = usage.get("prompt_tokens_details")
     return _count(details, "cached_tokens") if isinstance(details, dict) else 0
 

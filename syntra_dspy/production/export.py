@@ -450,10 +450,13 @@ def format_stats(stats: dict[str, Any]) -> str:
                      f"{'—' if kappa is None else f'{kappa:.3f}'}")
     for stage, s in u.items():
         lat = f", {s['latency_s']:.3f} s/call" if s["latency_s"] is not None else ""
+        cached = ""
+        if s.get("cached_prompt_tokens"):
+            cached = f", {pct(s['cached_prompt_share'])} of prompt tokens reused from a cached prefix"
+            if s.get("cached_prompt_basis", s["prompt_tokens"]) < s["prompt_tokens"]:
+                cached += " (in the sessions that counted it)"
         lines.append(f"usage      {stage:<9} {s['calls']} calls, {s['prompt_tokens']}+{s['completion_tokens']} tokens"
-                     f", {s['failures']} failed calls{lat}"
-                     + (f", {pct(s['cached_prompt_share'])} of prompt tokens from the server's prefix cache"
-                        if s.get("cached_prompt_tokens") else ""))
+                     f", {s['failures']} failed calls{lat}{cached}")
     lines.extend(_backend_lines(stats.get("backend") or {}))
     return "\n".join(lines)
 

@@ -12,7 +12,7 @@ instruction, selection), ``sessions`` (one row per ``produce`` invocation), ``do
 units, with status, failed stage and error), ``queries``, ``candidates`` (rank, retrieval score, 0-3
 label), ``texts`` (the content of every document referred to, so export needs only this file),
 ``failures`` (every failure with stage, kind and error; ``superseded`` once a retry replaced it),
-``usage`` (LM calls, tokens, prompt tokens served from the server's prefix cache, latency and failures per
+``usage`` (LM calls, tokens, prompt tokens served from a cached prefix, latency and failures per
 session and stage), ``schema_forms`` (per session and role: how structured steps sent their JSON schema, and
 whether the server refused it) and ``endpoint_usage`` (per session, role and server address of a role spread
 over several servers: answered calls, failures, tokens, health).
@@ -385,20 +385,25 @@ class RunStore:
         return self._conn.execute(sql, params).fetchall()
 
     def usage(self, session_id: int | None = None) -> dict[str, dict[str, Any]]:
-        """Per-stage LM usage for one session, or summed over all sessions, with mean latency per call."""
+        """Per-stage LM usage for one session, or summed over all sessions, with mean latency per call.
+
+        ``cached_prompt_share`` is taken over ``cached_prompt_basis``, the prompt tokens of the sessions that
+        reported cached tokens for the stage: a session whose backend (or release) did not count them says nothing
+        about how much was reused, rather than that nothing was."""
         where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
         out: dict[str, dict[str, Any]] = {}
         # a store written before the column existed, opened read-only, has no cached prompt tokens to report
-        sums = ", ".join(f"sum({f})" if f != "cached_prompt_tokens" or self.has_column("usage", f) else "0"
-                         for f in _USAGE_FIELDS)
-        for stage, *values in self._conn.execute(f"SELECT stage, {sums} FROM usage {where} GROUP BY stage ORDER BY stage",
-                                                 params):
+        counted = self.has_column("usage", "cached_prompt_tokens")
+        sums = ", ".join(f"sum({f})" if f != "cached_prompt_tokens" or counted else "0" for f in _USAGE_FIELDS)
+        basis = "sum(CASE WHEN cached_prompt_tokens > 0 THEN prompt_tokens ELSE 0 END)" if counted else "0"
+        for stage, *values, reported in self._conn.execute(
+                f"SELECT stage, {sums}, {basis} FROM usage {where} GROUP BY stage ORDER BY stage", params):
             u = dict(zip(_USAGE_FIELDS, values))
             u["seconds"] = round(u["seconds"], 3)
             u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
             u["latency_s"] = round(u["seconds"] / u["calls"], 4) if u["calls"] else None
-            u["cached_prompt_share"] = round(u["cached_prompt_tokens"] / u["prompt_tokens"], 4) \
-                if u["prompt_tokens"] else None
+            u["cached_prompt_basis"] = reported
+            u["cached_prompt_share"] = round(u["cached_prompt_tokens"] / reported, 4) if reported else None
             out[stage] = u
         return out
 
