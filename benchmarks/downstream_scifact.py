@@ -9,6 +9,8 @@ every system) on:
 * ``human``: as many SciFact train claims, with their qrels positives (judgments people made) and the base
   encoder's top-ranked non-positive documents as hard negatives (the same depth the run retrieved), drawn from a
   fixed reserved pool of claims;
+* ``judged-first-N`` (``--also-first N``): the first N of the same records, e.g. the size of an earlier run
+  whose model was not kept, to see what more records of the same run add;
 * optionally more models (``--extra NAME=DIR``, e.g. an earlier run's model),
 
 then evaluates BM25, the base encoder and every trained model on the same evaluation claims: SciFact train claims
@@ -186,6 +188,8 @@ def main() -> None:
     ap.add_argument("--dev", type=int, default=0, help="claims held out as a development split")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig setting")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=MODEL_DIR")
+    ap.add_argument("--also-first", action="append", default=[], type=int, metavar="N",
+                    help="also train on the first N judged records (system judged-first-N), compared with judged")
     ap.add_argument("--systems", default="judged,source-only,human", help="trained systems to include")
     ap.add_argument("--measure", default="nDCG@10")
     ap.add_argument("--seed", type=int, default=0)
@@ -224,6 +228,13 @@ def main() -> None:
     instruction = judged[0]["instruction"] if judged else retrieval_instruction({})
     top_k = max((len(r["neg"]) + len(r["pos"]) for r in judged), default=8)
     records = {"judged": judged_path}
+    for first in sorted(set(args.also_first)):
+        if not 0 < first < n_records:
+            raise SystemExit(f"--also-first {first}: the run has {n_records} records; give a smaller positive count")
+        name = f"judged-first-{first}"
+        records[name] = write_jsonl(judged[:first], work / f"records-{name}.jsonl",
+                                    {"source": str(args.store), "first": first, "export": summary.to_dict()})
+        wanted.append(name)
     if "source-only" in wanted:
         records["source-only"] = write_jsonl(source_only_records(args.store.expanduser(), judged, config.num_negatives),
                                              work / "records-source-only.jsonl", {"source": str(args.store),
@@ -249,6 +260,7 @@ def main() -> None:
     pairs = [(base, n) for n in trained]
     if "LoRA judged" in trained:
         pairs += [(other, "LoRA judged") for other in ("LoRA source-only", "LoRA human") if other in trained]
+        pairs += [(name, "LoRA judged") for name in trained if name.startswith("LoRA judged-first-")]
         pairs += [(name, "LoRA judged") for name, _ in extras]  # e.g. an earlier run's model
     splits = {"evaluation": set(dataset.queries) - set(eval_ids)}
     if dev_ids:
