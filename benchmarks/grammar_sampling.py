@@ -20,14 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # paired_produce also sets the offline environment
 from paired_produce import (
     add_arguments,
+    answer_both_ways,
     embedded_generator,
+    load_or_measure,
     machine,
     timed_production,
     wilcoxon,
@@ -36,43 +36,26 @@ from paired_produce import (
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "grammar_sampling"
-MODES = ("chain", "checked")
 
 
 def measure(args: argparse.Namespace, log_path: Path, store: Path) -> dict:
     """One production run whose schema-constrained calls are each answered in both modes; the call log."""
-    from syntra_dspy.lm.usage import current_stage
-
     lm = embedded_generator(args)
-    engine = lm.engine
-    engine.prompt_cache_bytes = 0
-    original, log = engine.complete, []
 
-    def both(request):
-        if request.config.response_format is None:
-            return original(request)
-        llama = engine.load().llama
-        before = llama.save_state()
-        order = MODES if len(log) % 2 == 0 else MODES[::-1]
-        temperature = request.config.temperature
-        row: dict = {"stage": current_stage(), "first": order[0], "greedy": not temperature}
-        answers = {}
-        for mode in order:
-            llama.load_state(before)
-            engine.check_grammar_first = mode == "checked"
-            llama.last_sampler = None
-            start = time.perf_counter()
-            answers[mode] = original(request)
-            row[f"{mode}_seconds"] = round(time.perf_counter() - start, 4)
-            row[f"{mode}_tokens"] = answers[mode].usage.output_tokens
-            sampler = llama.last_sampler  # None unless the check ran: a sampled call (a retry) keeps the chain
-            if mode == "checked" and sampler is not None:
-                row["checked_tokens_allowed"], row["checked_tokens_masked"] = sampler.checked, sampler.masked
-        row["same_answer"] = answers["chain"].message.text == answers["checked"].message.text
-        log.append(row)
-        return answers["checked"]
+    def setting(check: bool):
+        def configure(engine) -> None:
+            engine.check_grammar_first = check
+            engine.draft_tokens = 0  # drafts change the passes both modes make (benchmarks/lookup_drafts.py)
+            engine.load().llama.last_sampler = None
+        return configure
 
-    engine.complete = both
+    def note(llama, mode: str, row: dict) -> None:
+        sampler = llama.last_sampler  # None unless the check ran: a sampled call (a retry) keeps the chain
+        if mode == "checked" and sampler is not None:
+            row["checked_tokens_allowed"], row["checked_tokens_masked"] = sampler.checked, sampler.masked
+
+    log = answer_both_ways(lm.engine, {"chain": setting(False), "checked": setting(True)},
+                           lambda request: request.config.response_format is not None, note)
     run = {**timed_production(args, store, lm), "calls": log}
     log_path.write_text(json.dumps(run))
     return run
@@ -83,16 +66,7 @@ def main() -> None:
     add_arguments(ap)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
-    if args.work is None:
-        args.work = Path(tempfile.mkdtemp(prefix="grammar-"))
-    args.work.mkdir(parents=True, exist_ok=True)
-    log_path = args.work / "calls.json"
-    if log_path.exists():
-        run = json.loads(log_path.read_text())
-    else:
-        for stale in args.work.glob("run.db*"):
-            stale.unlink()
-        run = measure(args, log_path, args.work / "run.db")
+    run = load_or_measure(args, "grammar-", measure)
 
     calls = run["calls"]
     result: dict = {"artifact": args.artifact, "model": args.model, "docs": args.docs,

@@ -1,7 +1,8 @@
 """Two real production runs of the same documents, one per engine setting, with every engine call timed and paired.
 
 Shared by the benchmarks that compare a change to the embedded engine or to production's scheduling on real work
-(documents_in_flight.py, grammar_sampling.py): each mode runs ``syntra produce`` in its own process and fresh store,
+(documents_in_flight.py; grammar_sampling.py and lookup_drafts.py answer each call both ways in one run instead,
+:func:`answer_both_ways`): each mode runs ``syntra produce`` in its own process and fresh store,
 DSPy's cache off; every engine call is logged with its request's identity, seconds and tokens; calls are paired by
 their exact request (messages and options), so a comparison is over the same prompts, with a Wilcoxon signed-rank
 test; the two runs' exported records are compared byte for byte.
@@ -102,6 +103,63 @@ def run_child(args: argparse.Namespace, configure: Callable[[object], None]) -> 
     engine.complete = timed
     run = timed_production(args, args.store, lm)
     Path(args.calls).write_text(json.dumps({**run, "calls": log}))
+
+
+def answer_both_ways(engine, modes: dict[str, Callable[[object], None]], chosen: Callable[[object], bool],
+                     note: Callable[[object, str, dict], None] | None = None) -> list[dict]:
+    """Make ``engine`` answer every ``chosen`` request once per mode, back to back, from the same llama.cpp state
+    (saved before the call, restored before each answer), the order of the modes alternating from call to call;
+    production goes on with the last mode's answer. ``modes[name](engine)`` sets a mode up; ``note(llama, mode,
+    row)`` adds a mode's counts to the call's row. Returns the call log (filled as production runs): per call its
+    stage, which mode went first, whether it was greedy, each mode's seconds and completion tokens, and whether
+    all modes wrote the same text. The saved prompt states are turned off: one saved by the first answer would serve
+    the second, and both must evaluate the same prompt tokens."""
+    from syntra_dspy.lm.usage import current_stage
+
+    engine.prompt_cache_bytes = 0
+    original, log, names = engine.complete, [], list(modes)
+
+    def both(request):
+        if not chosen(request):
+            return original(request)
+        llama = engine.load().llama
+        before = llama.save_state()
+        order = names if len(log) % 2 == 0 else names[::-1]
+        row: dict = {"stage": current_stage(), "first": order[0], "greedy": not request.config.temperature}
+        answers = {}
+        for mode in order:
+            llama.load_state(before)
+            modes[mode](engine)
+            start = time.perf_counter()
+            answers[mode] = original(request)
+            row[f"{mode}_seconds"] = round(time.perf_counter() - start, 4)
+            row[f"{mode}_tokens"] = answers[mode].usage.output_tokens
+            if note is not None:
+                note(llama, mode, row)
+        row["same_answer"] = len({answers[m].message.text for m in names}) == 1
+        modes[names[-1]](engine)  # the calls not compared run in the mode whose answer production keeps
+        log.append(row)
+        return answers[names[-1]]
+
+    engine.complete = both
+    return log
+
+
+def load_or_measure(args: argparse.Namespace, prefix: str,
+                    measure: Callable[[argparse.Namespace, Path, Path], dict]) -> dict:
+    """The run's call log kept in ``args.work`` (a new temp dir named ``prefix...`` when not given), or, when there is
+    none yet, ``measure(args, log_path, store)`` into a fresh store there."""
+    import tempfile
+
+    if args.work is None:
+        args.work = Path(tempfile.mkdtemp(prefix=prefix))
+    args.work.mkdir(parents=True, exist_ok=True)
+    log_path = args.work / "calls.json"
+    if log_path.exists():
+        return json.loads(log_path.read_text())
+    for stale in args.work.glob("run.db*"):
+        stale.unlink()
+    return measure(args, log_path, args.work / "run.db")
 
 
 def run_modes(script: str, args: argparse.Namespace, order: list[str], prefix: str) -> tuple[Path, dict[str, dict]]:

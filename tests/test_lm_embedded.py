@@ -258,6 +258,29 @@ def test_prompt_tokens_the_engine_did_not_evaluate_are_reported_as_cached(fake_l
     assert stats["counted"]["prompt_tokens"] == 120 and stats["counted"]["cached_prompt_tokens"] == 100
 
 
+def test_drafts_are_off_by_default_and_never_asked_for_a_one_token_answer(fake_llama):
+    seen = []
+    original = FakeLlama.create_chat_completion
+
+    def record(self, **kwargs):
+        seen.append(self.draft_tokens)
+        return original(self, **kwargs)
+
+    plain, drafting = LlamaCppEngine(fake_llama, n_ctx=4096), LlamaCppEngine(fake_llama, n_ctx=4096, draft_tokens=4)
+    FakeLlama.create_chat_completion = record
+    try:
+        for engine in (plain, drafting):
+            lm = dspy.LM("embedded/tiny", engine=engine, cache=False)
+            lm(messages=[{"role": "user", "content": "hi"}], max_tokens=40)
+            lm(messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+    finally:
+        FakeLlama.create_chat_completion = original
+    assert seen == [0, 0, 4, 0]
+    assert LlamaCppEngine.load_state(drafting.dump_state()).draft_tokens == 4
+    with pytest.raises(ConfigError, match="draft_tokens"):
+        LlamaCppEngine(fake_llama, draft_tokens=-1)
+
+
 def test_request_settings_override_the_deterministic_defaults(fake_llama):
     lm = dspy.LM(
         "embedded/tiny",
@@ -471,3 +494,43 @@ def test_real_grammar_checked_on_the_chosen_token_answers_as_the_masked_vocabula
     embedded.release_models()
     assert all(a.lstrip().startswith("{") for a in answers[True])
     assert answers[True] == answers[False]
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not _HAVE_SMALL, reason="needs llama-cpp-python and the 0.5B parts")
+def test_real_prompt_lookup_drafts_write_valid_answers_in_fewer_passes():
+    """With drafts the engine keeps a drafted token only where the sampler chose it: the answers (greedy or sampled,
+    under a JSON schema or free) take fewer forward passes than they have tokens, answers under a schema still parse,
+    and an answer without drafts makes no passes of its own. Not asserted: the same text as without drafts, since
+    llama.cpp computes a batch's logits with other kernels than a single token's (near-ties can go the other way)."""
+    name = "qwen2.5-coder-0.5b"
+
+    class Terms(pydantic.BaseModel):
+        terms: list[str] = pydantic.Field(max_length=4)  # the grammar ends the list: the 0.5B would go on
+        finding: str
+
+    document = ("Activation of serotonin 2C receptors in dopamine neurons inhibits binge-like eating in mice. "
+                "5-HT2CR agonists reduced food intake; the effect required 5-HT2CRs expressed by dopamine neurons.")
+    calls = [({"response_format": Terms}, f"List at most four key terms, and the finding, of: {document}"),
+             ({}, f"Copy the first sentence of this abstract, then name its subject. {document}"),
+             ({"temperature": 0.7, "seed": 3, "response_format": Terms}, f"Four key terms and the finding of: {document}")]
+    counted = {}
+    for draft in (0, 4):
+        engine = LlamaCppEngine(name, n_ctx=2048, prompt_cache_bytes=0, draft_tokens=draft)
+        lm = dspy.LM("embedded/check", engine=engine, cache=False, temperature=0.0)
+        llama = engine.load().llama
+        counted[draft] = []
+        for settings, prompt in calls:
+            llama.reset()
+            (out,) = lm(messages=[{"role": "user", "content": prompt}], max_tokens=240, **settings)
+            if "response_format" in settings:
+                Terms.model_validate_json(out)
+            tokens = len(llama.tokenize(out.encode(), add_bos=False))
+            counted[draft].append((tokens, llama.passes, llama.drafted))
+    embedded.release_models()
+    assert all(passes == 0 and drafted == 0 for _, passes, drafted in counted[0])
+    tokens, passes = sum(t for t, _, _ in counted[4]), sum(p for _, p, _ in counted[4])
+    assert 0 < passes < tokens - len(calls), counted  # drafted tokens were kept
+    assert all(drafted > 0 for _, _, drafted in counted[4])
+    print(f"\nprompt-lookup drafts: {tokens} answer tokens in {passes + len(calls)} passes; {counted[4]}")

@@ -22,6 +22,7 @@ from typing import Any
 from syntra_dspy.cache import hash_stream, model_cache_dir, sha256_file
 from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.lm.grammar_sampling import grammar_checked
+from syntra_dspy.lm.lookup_drafts import DEFAULT_DRAFT_TOKENS, lookup_drafts
 from syntra_dspy.lm.prompt_states import DEFAULT_CAPACITY_BYTES, PromptStateCache, stateful
 
 logger = logging.getLogger(__name__)
@@ -215,8 +216,8 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int, prompt_cache_bytes: int 
                 raise DependencyError(
                     "the embedded backend needs llama-cpp-python", hint='pip install "syntra-dspy[embedded]"'
                 ) from None
-            llama = grammar_checked(stateful(Llama))(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0,
-                                                     verbose=False)
+            llama = grammar_checked(stateful(lookup_drafts(Llama)))(model_path=str(path), n_ctx=n_ctx,
+                                                                    n_threads=n_threads, seed=0, verbose=False)
             if prompt_cache_bytes > 0:
                 llama.cache = PromptStateCache(prompt_cache_bytes)  # what Llama.set_cache does
             loaded = _LOADED[key] = _Loaded(llama, threading.Lock())
@@ -317,6 +318,7 @@ class LlamaCppEngine:
         seed: int = 0,
         prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
         check_grammar_first: bool = True,
+        draft_tokens: int = DEFAULT_DRAFT_TOKENS,
     ) -> None:
         if n_ctx < 512:
             raise ConfigError(
@@ -338,6 +340,10 @@ class LlamaCppEngine:
                               hint="0 turns the saved prompt states off")
         self.prompt_cache_bytes = prompt_cache_bytes
         self.check_grammar_first = check_grammar_first
+        if draft_tokens < 0:
+            raise ConfigError(f"draft_tokens={draft_tokens} is negative", field="draft_tokens",
+                              hint="use 0 (no drafts, the default) or a few tokens, e.g. 4")
+        self.draft_tokens = draft_tokens
         self._resolved: Path | None = path
 
     @property
@@ -371,6 +377,9 @@ class LlamaCppEngine:
         try:
             with loaded.lock:
                 loaded.llama.check_grammar_first = self.check_grammar_first  # the model is shared by engines
+                # a one-token answer (a grade read from its logits) has nothing to draft
+                drafting = top is None and (request.config.max_tokens or 2) > 1
+                loaded.llama.draft_tokens = self.draft_tokens if drafting else 0
                 out = loaded.llama.create_chat_completion(messages=messages, **options)
                 evaluated = getattr(loaded.llama, "prompt_tokens_evaluated", None)
                 if top is not None:  # read before the next call replaces the context's logits
@@ -444,7 +453,8 @@ class LlamaCppEngine:
 
     def dump_state(self) -> dict[str, Any]:
         return {"model": self.model, "n_ctx": self.n_ctx, "seed": self.seed,
-                "prompt_cache_bytes": self.prompt_cache_bytes, "check_grammar_first": self.check_grammar_first}
+                "prompt_cache_bytes": self.prompt_cache_bytes, "check_grammar_first": self.check_grammar_first,
+                "draft_tokens": self.draft_tokens}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> LlamaCppEngine:
@@ -454,6 +464,7 @@ class LlamaCppEngine:
             seed=int(state.get("seed", 0)),
             prompt_cache_bytes=int(state.get("prompt_cache_bytes", DEFAULT_PROMPT_CACHE_BYTES)),
             check_grammar_first=bool(state.get("check_grammar_first", True)),
+            draft_tokens=int(state.get("draft_tokens", DEFAULT_DRAFT_TOKENS)),
         )
 
     def __repr__(self) -> str:
