@@ -216,7 +216,7 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int, prompt_cache_bytes: int 
                 raise DependencyError(
                     "the embedded backend needs llama-cpp-python", hint='pip install "syntra-dspy[embedded]"'
                 ) from None
-            llama = grammar_checked(stateful(lookup_drafts(Llama)))(model_path=str(path), n_ctx=n_ctx,
+            llama = grammar_checked(lookup_drafts(stateful(Llama)))(model_path=str(path), n_ctx=n_ctx,
                                                                     n_threads=n_threads, seed=0, verbose=False)
             if prompt_cache_bytes > 0:
                 llama.cache = PromptStateCache(prompt_cache_bytes)  # what Llama.set_cache does

@@ -37,15 +37,16 @@ NGRAM = 2
 
 
 def lookup_drafts(llama_class: type) -> type:
-    """A subclass of ``llama_class`` (``llama_cpp.Llama``) that drafts up to ``draft_tokens`` tokens per pass by
-    prompt lookup while ``draft_tokens > 0`` (the engine sets it per call); ``passes`` and ``drafted`` count the
-    latest generation's forward passes after its prompt and the draft tokens evaluated in them."""
+    """A subclass of ``llama_class`` (a ``llama_cpp.Llama`` made :func:`~syntra_dspy.lm.prompt_states.stateful`,
+    whose ``prompt_tokens_evaluated`` tells the prompt's evaluation from a draft's) that drafts up to
+    ``draft_tokens`` tokens per pass by prompt lookup while ``draft_tokens > 0`` (the engine sets it per call);
+    ``passes`` and ``drafted`` count the latest generation's forward passes after its prompt and the draft tokens
+    evaluated in them."""
 
     class DraftingLlama(llama_class):
         draft_tokens = 0
         passes = 0
         drafted = 0
-        _in_generation = False  # between the prompt's evaluation and the end of a drafting generation
 
         def generate(self, tokens, *args: Any, **kwargs: Any):
             self.passes = self.drafted = 0
@@ -54,17 +55,14 @@ def lookup_drafts(llama_class: type) -> type:
             from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
             self.draft_model = LlamaPromptLookupDecoding(max_ngram_size=NGRAM, num_pred_tokens=self.draft_tokens)
-            self._in_generation = False
             try:
                 return (yield from super().generate(tokens, *args, **kwargs))
             finally:
                 self.draft_model = None
-                self._in_generation = False
 
         def eval(self, tokens) -> None:
-            if self.draft_model is None or not self._in_generation:
-                # the prompt (only its last token's logits are read) or a generation without drafts
-                self._in_generation = self.draft_model is not None
+            if self.draft_model is None or self.prompt_tokens_evaluated is None:
+                # a generation without drafts, or its prompt (only the last token's logits are read)
                 return super().eval(tokens)
             self.passes += 1
             self.drafted += max(0, len(tokens) - 1)
