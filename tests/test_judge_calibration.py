@@ -212,3 +212,87 @@ def test_a_judged_candidate_set_gets_bm25_scores_per_query_and_none_outside_the_
     scored = with_lexical(cands, lexical)
     assert [c.lexical for c in scored] == [2.0, 5.0, 5.0, None] and lexical.asked == ["qa", "qb"]
     assert [c.doc_id for c in scored] == [c.doc_id for c in cands]
+
+
+def _misleading_lists(queries=8):
+    """In every query one negative has a higher grade and cosine than the positive; only the BM25 score (and
+    its standing) tells them apart. Added with equal weight, the two misleading witnesses outvote the lexical
+    one; weighed, they need not."""
+    samples = []
+    for q in range(queries):
+        shift = 0.05 * q
+        samples += [CalibrationSample(f"q{q}", 1.3 + shift, 0.50, "positive", "retrieved", lexical=12.0 + q)]
+        samples += [CalibrationSample(f"q{q}", 2.2 + shift, 0.85, "hard_negative", "retrieved", lexical=6.0 + q)]
+        samples += [CalibrationSample(f"q{q}", 1.0 + shift + 0.05 * n, 0.40 + 0.02 * n, "hard_negative",
+                                      "retrieved", lexical=4.0 + 0.5 * n + 0.3 * q) for n in range(5)]
+        # a random document sharing a few of the query's words: only its grade and cosine say it is unrelated
+        samples += [CalibrationSample(f"q{q}", 0.1, 0.05, "easy_negative", "control", listed=False,
+                                      lexical=5.0 + 0.3 * q)]
+    return samples
+
+
+def test_the_weighted_score_learns_to_trust_the_witness_that_separates():
+    samples = _misleading_lists()
+    cal = fit_calibration(samples)
+    cv = cal.summary.cv_binary_kappa
+    assert cal.feature == "weighted" and cal.needs_list and cal.needs_lexical
+    assert cv["weighted"] == 1.0 and cv["weighted"] > cv["hybrid"]
+    assert list(cal.weights) == ["expected", "cosine", "expected_standing", "cosine_standing", "lexical",
+                                 "lexical_standing"]
+    assert cal.weights["lexical"] > 0 and cal.weights["lexical"] > cal.weights["expected"]
+    assert cal.summary.binary_kappa == 1.0
+    # the weights are fitted for positives and weigh the standing of the grade and cosine against them, which
+    # lifts a random document (far below the list on both); related and unrelated negatives are told apart by
+    # the plain sum of the terms instead
+    assert max(cal.weights["expected_standing"], cal.weights["cosine_standing"]) < 0
+    assert cal.summary.three_class_kappa == 1.0
+    hybrid = fit_calibration(samples, feature="hybrid")
+    assert hybrid.summary.binary_kappa < 1.0 and not hybrid.weights
+
+
+def test_a_weighted_calibration_round_trips_and_others_serialise_as_before():
+    import json
+
+    from syntra_dspy.programs.judge_calibration import JudgeCalibration, sample_contexts
+
+    samples = _misleading_lists()
+    cal = fit_calibration(samples, feature="weighted")
+    again = JudgeCalibration.model_validate(json.loads(json.dumps(cal.model_dump(mode="json"))))
+    assert again == cal
+    contexts = sample_contexts(samples)
+    assert [again.score(s.expected, s.cosine, c, s.lexical) for s, c in zip(samples, contexts)] == \
+        [cal.score(s.expected, s.cosine, c, s.lexical) for s, c in zip(samples, contexts)]
+    # a score without weights writes no "weights" key: an artifact saved before weighted scores keeps its bytes
+    assert "weights" not in fit_calibration(samples, feature="hybrid").model_dump(mode="json")
+
+
+def test_without_bm25_scores_the_weighted_score_weighs_the_four_list_terms():
+    from dataclasses import replace
+
+    samples = [replace(s, lexical=None) for s in _shifted_lists()]
+    cal = fit_calibration(samples, feature="weighted")
+    assert list(cal.weights) == ["expected", "cosine", "expected_standing", "cosine_standing"]
+    assert cal.needs_list and not cal.needs_lexical
+    assert cal.summary.binary_kappa == 1.0
+
+
+def test_the_hybrid_scores_logged_by_an_agreement_run_are_reproduced_exactly():
+    """The scores of the committed SciFact measurement (provisional: each candidate alone) come out bit for bit
+    from the committed artifact's calibration, so refactoring the score changes no label."""
+    import json
+    from pathlib import Path
+
+    from syntra_dspy.artifacts import load_artifact
+    from syntra_dspy.programs.judge_calibration import ListContext
+
+    root = Path(__file__).resolve().parents[1]
+    cal = load_artifact(root / "artifacts/scifact/22e653baa2bb").program.state.judge
+    results = root / "benchmarks/results/judge_agreement_hybrid_fresh"
+    candidates = {(c["query_id"], c["doc_id"]): c for c in json.loads((results / "candidates.json").read_text())}
+    rows = [json.loads(line) for line in (results / "judgments.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["artifact"] == "22e653baa2bb"]
+    assert cal.feature == "hybrid" and len(rows) == 463
+    for row in rows:
+        c = candidates[(row["query_id"], row["doc_id"])]
+        score = cal.score(row["judgment"]["grade"]["expected"], c["cosine"], ListContext((), ()), c["lexical"])
+        assert score == row["judgment"]["score"]

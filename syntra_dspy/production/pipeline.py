@@ -124,7 +124,8 @@ class DocumentPipeline:
         # candidate's score; optional, except that a hybrid judge needs it
         self.lexical = lexical
         if self.judge.needs_lexical and lexical is None:
-            raise ValueError("the artifact's hybrid judge needs BM25 scores: give the pipeline a lexical ranker")
+            raise ValueError(f"the artifact's {self.judge.calibration.feature} judge needs BM25 scores: give the "
+                             "pipeline a lexical ranker")
         self.translator = translator  # queries into the documents' language before the search; optional
         self.retry_temperature = retry_temperature
         self.corpus = corpus

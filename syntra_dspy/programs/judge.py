@@ -20,7 +20,7 @@ from typing import Any, Literal
 from syntra_dspy.errors import LMOutputError
 from syntra_dspy.programs.grading import Grade, LogprobFallback
 from syntra_dspy.programs.judge_calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
-                                                   classify_score, list_contexts)
+                                                   list_contexts)
 from syntra_dspy.signatures.types import label_class
 
 logger = logging.getLogger(__name__)
@@ -30,8 +30,8 @@ JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
 
 @dataclass(frozen=True)
 class Candidate:
-    """What the judge needs of a candidate: its text and, for a fused, relative or hybrid calibration, the
-    retriever's cosine; for a hybrid one also ``lexical``, its BM25 score for the query; ``listed``: whether it is
+    """What the judge needs of a candidate: its text and, for a fused, relative, hybrid or weighted calibration,
+    the retriever's cosine; for a hybrid one (or a weighted one fitted with BM25 scores) also ``lexical``, its BM25 score for the query; ``listed``: whether it is
     one of the query's retrieved list (a list-relative calibration compares each candidate with the listed others;
     a random control or an added positive is not listed)."""
 
@@ -83,7 +83,8 @@ class RelevanceJudge:
 
     @property
     def needs_lexical(self) -> bool:
-        """Whether each candidate must come with its BM25 score for the query (a hybrid calibration)."""
+        """Whether each candidate must come with its BM25 score for the query (a hybrid calibration, or a weighted
+        one fitted with BM25 scores)."""
         return self.mode == "graded" and self.calibration.needs_lexical
 
     def describe(self) -> dict[str, Any]:
@@ -119,14 +120,15 @@ class RelevanceJudge:
         if self.mode != "graded":
             raise ValueError("only a graded judge calibrates grades")
         if self.calibration.needs_lexical and candidate.lexical is None:
-            raise ValueError("this artifact's hybrid judge needs each candidate's BM25 score for the query")
+            raise ValueError(f"this artifact's {self.calibration.feature} judge needs each candidate's BM25 score "
+                             "for the query")
         return self._calibrated(grade, candidate, ListContext((), ()) if self.calibration.needs_list else None)
 
     def _calibrated(self, grade: Grade, candidate: Candidate, context: ListContext | None) -> Judgment:
         expected = grade.expected
         assert expected is not None  # grade_candidate never returns a grade without probabilities or a digit
         score = self.calibration.score(expected, candidate.cosine, context, candidate.lexical)
-        klass = classify_score(score, self.calibration.positive_threshold, self.calibration.hard_threshold)
+        klass = self.calibration.classify(expected, candidate.cosine, context, candidate.lexical)
         return Judgment(CLASS_LABEL[klass], grade, score)
 
     def settle(self, candidates: Sequence[Candidate], judgments: Sequence[Judgment | None]) -> list[Judgment | None]:

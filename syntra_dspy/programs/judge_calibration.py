@@ -12,8 +12,11 @@ confirmed), one score and two cut points:
   in the list, standardised the same way (same-language tasks only). A relevant document stands out from the rest
   of its list; an absolute score alone cannot see that. Measured on 50 held-out SciFact claims (1.5B judge,
   leave-one-claim-out): binary kappa 0.46 relative, 0.61 hybrid (recall 0.53 and 0.62); on SciFact, BM25 alone is
-  a stronger witness than the 1.5B model's label probabilities. ``auto`` picks the score with the best
-  leave-one-query-out agreement on the calibration set, so the choice is not an in-sample fit;
+  a stronger witness than the 1.5B model's label probabilities; ``weighted``: the same standardised terms (the
+  hybrid's six, or the relative's four without BM25 scores), weighed by an L2-regularised logistic regression
+  fitted on the calibration set instead of added with equal weight, since the witnesses are not equally strong.
+  ``auto`` picks the score with the best leave-one-query-out agreement on the calibration set, so the choice is
+  not an in-sample fit;
 * ``positive_threshold``: the cut that maximises binary Cohen's kappa (the middle of the best interval);
 * ``hard_threshold``: below the positive cut, the cut that best separates related candidates (hard negatives)
   from unrelated ones (easy negatives), by three-class kappa.
@@ -30,14 +33,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 Klass = Literal["positive", "hard_negative", "easy_negative"]
-Feature = Literal["expected", "fused", "relative", "hybrid"]
-FEATURES: tuple[Feature, ...] = ("expected", "fused", "relative", "hybrid")
-#: The scores that compare a candidate with the rest of its query's list, and those that need its BM25 score.
-LIST_FEATURES: frozenset[str] = frozenset({"relative", "hybrid"})
+Feature = Literal["expected", "fused", "relative", "hybrid", "weighted"]
+FEATURES: tuple[Feature, ...] = ("expected", "fused", "relative", "hybrid", "weighted")
+#: The scores that compare a candidate with the rest of its query's list, and those that always need its BM25
+#: score (``weighted`` needs it when it was fitted with BM25 scores).
+LIST_FEATURES: frozenset[str] = frozenset({"relative", "hybrid", "weighted"})
 LEXICAL_FEATURES: frozenset[str] = frozenset({"hybrid"})
+#: The standardised terms a score is made of, in the order they are added; each is standardised with the
+#: calibration's ``<term>_mean`` and ``<term>_std``.
+TERMS: tuple[str, ...] = ("expected", "cosine", "expected_standing", "cosine_standing", "lexical",
+                          "lexical_standing")
+_FEATURE_TERMS: dict[str, tuple[str, ...]] = {"fused": TERMS[:2], "relative": TERMS[:4], "hybrid": TERMS}
+#: Inverse L2 strength of the ``weighted`` score's logistic regression (scikit-learn's default, not tuned). On the
+#: 1.5B judge's SciFact grades, fitted on 15 claims and applied to 35 others (20 splits of each of two samples of 50
+#: held-out claims): binary kappa +0.046 and +0.012 over the equal-weight sum (benchmarks/results/judge_weights).
+WEIGHT_C = 1.0
 #: The 0-3 label stored for each calibrated class (what export's 3/2 → positive, 1 → hard, 0 → easy reads back).
 CLASS_LABEL: dict[str, int] = {"positive": 2, "hard_negative": 1, "easy_negative": 0}
 
@@ -128,7 +141,18 @@ class JudgeCalibration(BaseModel):
     lexical_std: float = 1.0
     lexical_standing_mean: float = 0.0
     lexical_standing_std: float = 1.0
+    # ``weighted`` only: the weight of each standardised term (names from TERMS), fitted on the calibration set
+    weights: dict[str, float] = Field(default_factory=dict)
     summary: CalibrationSummary | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unused_weights(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Only a ``weighted`` calibration writes ``weights``: the others' program.json stays as it was before it
+        existed, so re-saving an earlier artifact keeps its bytes."""
+        data = handler(self)
+        if not self.weights:
+            data.pop("weights", None)
+        return data
 
     @property
     def needs_list(self) -> bool:
@@ -138,36 +162,61 @@ class JudgeCalibration(BaseModel):
     @property
     def needs_lexical(self) -> bool:
         """Whether every candidate needs its BM25 score for the query."""
-        return self.feature in LEXICAL_FEATURES
+        return self.feature in LEXICAL_FEATURES or "lexical" in self.weights
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        """The standardised terms the score is made of (none for ``expected``: E as it is)."""
+        return tuple(self.weights) if self.feature == "weighted" else _FEATURE_TERMS.get(self.feature, ())
+
+    def standardised(self, expected: float, cosine: float | None, context: ListContext | None = None,
+                     lexical: float | None = None) -> dict[str, float]:
+        """Each of the score's terms, standardised with the calibration set's mean and standard deviation."""
+        terms = self.terms
+        if cosine is None:
+            raise ValueError(f"the {self.feature} judge needs the retriever's similarity of every candidate")
+        raw = {"expected": expected, "cosine": cosine}
+        if "expected_standing" in terms:
+            if context is None:
+                raise ValueError(f"the {self.feature} judge classifies a candidate against the rest of its query's "
+                                 "list; judge the query's candidates together (RelevanceJudge.judge_all)")
+            raw["expected_standing"] = standing(expected, context.expected)
+            raw["cosine_standing"] = standing(cosine, context.cosine)
+        if "lexical" in terms:
+            if lexical is None:
+                raise ValueError(f"the {self.feature} judge needs the BM25 score of every candidate for its query")
+            raw["lexical"] = lexical
+            raw["lexical_standing"] = standing(lexical, context.lexical)  # type: ignore[union-attr]
+        return {t: (raw[t] - getattr(self, f"{t}_mean")) / getattr(self, f"{t}_std") for t in terms}
+
+    def scores(self, expected: float, cosine: float | None, context: ListContext | None = None,
+               lexical: float | None = None) -> tuple[float, float]:
+        """The calibrated score (compared with ``positive_threshold``) and the score that tells related negatives
+        from unrelated ones (compared with ``hard_threshold``): the same number except for ``weighted``, whose
+        weights are fitted for positives and may weigh against what sets a random document apart from retrieved
+        ones (a control stands far below the list), so its hard cut is on the plain sum of its terms."""
+        if self.feature == "expected":
+            return expected, expected
+        total = weighted = 0.0
+        for term, value in self.standardised(expected, cosine, context, lexical).items():
+            total += value
+            if self.feature == "weighted":
+                weighted += self.weights[term] * value
+        return (weighted, total) if self.feature == "weighted" else (total, total)
 
     def score(self, expected: float, cosine: float | None, context: ListContext | None = None,
               lexical: float | None = None) -> float:
-        """The calibrated score: E; standardised E plus standardised cosine; for ``relative`` also the
-        standardised standing of both against the other candidates of the list; for ``hybrid`` also the
-        standardised BM25 score and its standing."""
-        if self.feature == "expected":
-            return expected
-        if cosine is None:
-            raise ValueError(f"the {self.feature} judge needs the retriever's similarity of every candidate")
-        fused = (expected - self.expected_mean) / self.expected_std + (cosine - self.cosine_mean) / self.cosine_std
-        if self.feature == "fused":
-            return fused
-        if context is None:
-            raise ValueError(f"the {self.feature} judge classifies a candidate against the rest of its query's list; "
-                             "judge the query's candidates together (RelevanceJudge.judge_all)")
-        e_stand = (standing(expected, context.expected) - self.expected_standing_mean) / self.expected_standing_std
-        c_stand = (standing(cosine, context.cosine) - self.cosine_standing_mean) / self.cosine_standing_std
-        if self.feature == "relative":
-            return fused + e_stand + c_stand
-        if lexical is None:
-            raise ValueError("the hybrid judge needs the BM25 score of every candidate for its query")
-        l_stand = (standing(lexical, context.lexical) - self.lexical_standing_mean) / self.lexical_standing_std
-        return fused + e_stand + c_stand + (lexical - self.lexical_mean) / self.lexical_std + l_stand
+        """The calibrated score: E; or the sum of the standardised terms (E and cosine for ``fused``; also their
+        standing against the other candidates of the list for ``relative``; also the BM25 score and its standing
+        for ``hybrid``); or, for ``weighted``, their weighted sum."""
+        return self.scores(expected, cosine, context, lexical)[0]
 
     def classify(self, expected: float, cosine: float | None, context: ListContext | None = None,
                  lexical: float | None = None) -> Klass:
-        return classify_score(self.score(expected, cosine, context, lexical), self.positive_threshold,
-                              self.hard_threshold)
+        score, related = self.scores(expected, cosine, context, lexical)
+        if score >= self.positive_threshold:
+            return "positive"
+        return "hard_negative" if related >= self.hard_threshold else "easy_negative"
 
     def label(self, expected: float, cosine: float | None, context: ListContext | None = None,
               lexical: float | None = None) -> int:
@@ -224,11 +273,19 @@ def best_cut(scores: Sequence[float], gold: Sequence[bool]) -> float:
         gold_l, ["positive" if s >= cut else "negative" for s in scores], ("positive", "negative")))
 
 
-def _hard_cut(scores: Sequence[float], gold: Sequence[str], positive: float) -> float:
-    """Below ``positive``, the cut with the highest three-class kappa (related vs unrelated negatives)."""
+def _hard_cut(scores: Sequence[float], gold: Sequence[str], positive: float,
+              related: Sequence[float] | None = None) -> float:
+    """Among the candidates below ``positive``, the cut on ``related`` (default: the same scores) with the highest
+    three-class kappa (related vs unrelated negatives)."""
     labels = ("positive", "hard_negative", "easy_negative")
-    cuts = [c for c in _cuts([s for s in scores if s < positive]) if c < positive] or [positive]
-    return _middle_of_best(cuts, lambda cut: _kappa(gold, [classify_score(s, positive, cut) for s in scores], labels))
+    if related is None:
+        cuts = [c for c in _cuts([s for s in scores if s < positive]) if c < positive] or [positive]
+        return _middle_of_best(cuts, lambda cut: _kappa(gold, [classify_score(s, positive, cut) for s in scores],
+                                                        labels))
+    cuts = _cuts([r for s, r in zip(scores, related) if s < positive])
+    return _middle_of_best(cuts, lambda cut: _kappa(gold, [
+        "positive" if s >= positive else "hard_negative" if r >= cut else "easy_negative"
+        for s, r in zip(scores, related)], labels))
 
 
 def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
@@ -262,29 +319,59 @@ def sample_contexts(samples: Sequence[CalibrationSample]) -> list[ListContext]:
 
 
 def lexical_known(samples: Sequence[CalibrationSample]) -> bool:
-    """Whether every sample has a BM25 score, so the ``hybrid`` score can be fitted and applied."""
+    """Whether every sample has a BM25 score, so the ``hybrid`` score (and a ``weighted`` one with BM25 terms) can
+    be fitted and applied."""
     return bool(samples) and all(s.lexical is not None for s in samples)
 
 
-def _fit_feature(samples: Sequence[CalibrationSample], feature: Feature,
-                 contexts: Sequence[ListContext] | None = None) -> JudgeCalibration:
+def _raw_term(term: str, sample: CalibrationSample, context: ListContext) -> float:
+    """One term of a score before standardisation."""
+    if term == "expected_standing":
+        return standing(sample.expected, context.expected)
+    if term == "cosine_standing":
+        return standing(sample.cosine, context.cosine)
+    if term == "lexical_standing":
+        return standing(sample.lexical, context.lexical)  # type: ignore[arg-type]
+    return getattr(sample, term)
+
+
+def _fit_weights(columns: dict[str, list[float]], positive: Sequence[bool]) -> dict[str, float]:
+    """Weights of the standardised terms: the coefficients of an L2-regularised logistic regression of "positive"
+    on them; equal weights when the set holds one class only (nothing to fit)."""
+    if all(positive) or not any(positive):
+        return dict.fromkeys(columns, 1.0)
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.column_stack([columns[t] for t in columns])
+    model = LogisticRegression(C=WEIGHT_C, max_iter=1000).fit(x, np.asarray(positive, dtype=bool))
+    return {t: float(w) for t, w in zip(columns, model.coef_[0])}
+
+
+def fit_feature(samples: Sequence[CalibrationSample], feature: Feature,
+                 contexts: Sequence[ListContext] | None = None, *, lexical: bool | None = None) -> JudgeCalibration:
+    """``lexical``: whether a ``weighted`` score weighs the BM25 terms (default: when every sample has a BM25
+    score; cross-validation passes the whole set's answer, so no fold fits a score its held-out query cannot use)."""
     contexts = contexts if contexts is not None else sample_contexts(samples)
+    if feature == "weighted":
+        terms = TERMS if (lexical_known(samples) if lexical is None else lexical) else TERMS[:4]
+    else:  # ``expected`` keeps E's and the cosine's standardisers too, as reports show them
+        terms = _FEATURE_TERMS.get(feature, TERMS[:2])
     settings: dict[str, float] = {}
-    settings["expected_mean"], settings["expected_std"] = _standardiser([s.expected for s in samples])
-    settings["cosine_mean"], settings["cosine_std"] = _standardiser([s.cosine for s in samples])
-    if feature in LIST_FEATURES:
-        settings["expected_standing_mean"], settings["expected_standing_std"] = _standardiser(
-            [standing(s.expected, c.expected) for s, c in zip(samples, contexts)])
-        settings["cosine_standing_mean"], settings["cosine_standing_std"] = _standardiser(
-            [standing(s.cosine, c.cosine) for s, c in zip(samples, contexts)])
-    if feature in LEXICAL_FEATURES:
-        settings["lexical_mean"], settings["lexical_std"] = _standardiser([s.lexical for s in samples])  # type: ignore[misc]
-        settings["lexical_standing_mean"], settings["lexical_standing_std"] = _standardiser(
-            [standing(s.lexical, c.lexical) for s, c in zip(samples, contexts)])  # type: ignore[arg-type]
-    probe = JudgeCalibration(feature=feature, positive_threshold=0.0, hard_threshold=0.0, **settings)
-    scores = [probe.score(s.expected, s.cosine, c, s.lexical) for s, c in zip(samples, contexts)]
-    positive = best_cut(scores, [s.gold == "positive" for s in samples])
-    hard = _hard_cut(scores, [s.gold for s in samples], positive)
+    standardised: dict[str, list[float]] = {}
+    for term in terms:
+        values = [_raw_term(term, s, c) for s, c in zip(samples, contexts)]
+        mean, std = settings[f"{term}_mean"], settings[f"{term}_std"] = _standardiser(values)
+        standardised[term] = [(v - mean) / std for v in values]
+    is_pos = [s.gold == "positive" for s in samples]
+    weights = _fit_weights(standardised, is_pos) if feature == "weighted" else {}
+    probe = JudgeCalibration(feature=feature, positive_threshold=0.0, hard_threshold=0.0, weights=weights,
+                             **settings)
+    both = [probe.scores(s.expected, s.cosine, c, s.lexical) for s, c in zip(samples, contexts)]
+    scores = [score for score, _ in both]
+    positive = best_cut(scores, is_pos)
+    hard = _hard_cut(scores, [s.gold for s in samples], positive,
+                     [related for _, related in both] if feature == "weighted" else None)
     return probe.model_copy(update={"positive_threshold": positive, "hard_threshold": hard})
 
 
@@ -300,7 +387,8 @@ def _cv_kappa(samples: Sequence[CalibrationSample], feature: Feature, contexts: 
         train = [i for i, s in enumerate(samples) if s.query != query]
         if not any(samples[i].gold == "positive" for i in train):
             continue
-        fitted = _fit_feature([samples[i] for i in train], feature, [contexts[i] for i in train])
+        fitted = fit_feature([samples[i] for i in train], feature, [contexts[i] for i in train],
+                              lexical=lexical_known(samples))
         for s, context in zip(samples, contexts):
             if s.query == query:
                 gold.append("positive" if s.gold == "positive" else "negative")
@@ -313,7 +401,8 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
                     ) -> JudgeCalibration:
     """Fit the score and its two cut points on a calibration set; the summary records how well they agree there.
 
-    ``auto`` considers ``hybrid`` only when every sample has a BM25 score (a same-language task)."""
+    ``auto`` considers ``hybrid`` only when every sample has a BM25 score (a same-language task); ``weighted``
+    weighs the BM25 terms only then."""
     from syntra_dspy.comparison.agreement import agreement, to_binary
 
     if not samples:
@@ -328,9 +417,9 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
     features: tuple[Feature, ...] = usable if feature == "auto" else (feature,)
     contexts = sample_contexts(samples)
     cv = {f: _cv_kappa(samples, f, contexts) for f in usable}
-    # Ties go to the simpler score (fewer fitted numbers): expected, then fused, relative, hybrid.
+    # Ties go to the simpler score (fewer fitted numbers): expected, then fused, relative, hybrid, weighted.
     chosen = max(features, key=lambda f: (cv[f] if cv[f] is not None else -2.0, -FEATURES.index(f)))
-    fitted = _fit_feature(samples, chosen, contexts)
+    fitted = fit_feature(samples, chosen, contexts)
     gold = [s.gold for s in samples]
     pred = [fitted.classify(s.expected, s.cosine, c, s.lexical) for s, c in zip(samples, contexts)]
     binary = agreement([to_binary(g) for g in gold], [to_binary(p) for p in pred], ("relevant", "non_relevant"))
@@ -341,7 +430,7 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
     if lexical:
         auc["lexical"] = roc_auc([s.lexical for s in samples], is_pos)  # type: ignore[misc]
     for f in usable[1:]:
-        scorer = fitted if f == chosen else _fit_feature(samples, f, contexts)
+        scorer = fitted if f == chosen else fit_feature(samples, f, contexts)
         auc[f] = roc_auc([scorer.score(s.expected, s.cosine, c, s.lexical) for s, c in zip(samples, contexts)],
                          is_pos)
     sources: dict[str, int] = {}
