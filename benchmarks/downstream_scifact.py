@@ -180,6 +180,9 @@ def main() -> None:
     ap.add_argument("--artifact", required=True, help="the artifact that produced it (its claims are excluded)")
     ap.add_argument("--dataset", default="beir:../shared/data/scifact:train")
     ap.add_argument("--records", type=int, default=None, help="use the first N exported records (default: all)")
+    ap.add_argument("--judge", default=None, metavar="ARTIFACT",
+                    help="label the judged records with this recalibration of the run's artifact (syntra export "
+                         "--judge: the stored grades, another calibration); default: the labels production wrote")
     ap.add_argument("--human-pool", type=int, default=300,
                     help="claims reserved for human training pairs, never evaluated on (fixed, so the evaluation "
                          "claims stay the same however many records a run has)")
@@ -206,7 +209,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
 
     judged_path = work / "records-judged.jsonl"
-    summary = export_records(args.store.expanduser(), judged_path, overwrite=True, num_negatives=config.num_negatives)
+    summary = export_records(args.store.expanduser(), judged_path, overwrite=True, num_negatives=config.num_negatives,
+                             judge=args.judge)
     judged = [json.loads(line) for line in judged_path.read_text(encoding="utf-8").splitlines()]
     if args.records is not None:
         judged = judged[:args.records]
@@ -268,13 +272,15 @@ def main() -> None:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# Downstream: {args.measure} on held-out {dataset.name} claims", "",
-             f"Run store `{args.store}` (artifact {artifact.version}): {n_records} records. Training setting for "
+             f"Run store `{args.store}` (artifact {artifact.version}): {n_records} records"
+             f"{f', labelled by the judge of `{args.judge}`' if args.judge else ''}. Training setting for "
              f"every system: {json.dumps(config.to_dict(), sort_keys=True)}.",
              f"Excluded from every split: {excluded_counts['few_shot']} few-shot and {excluded_counts['calibration']} "
              f"calibration claims of the artifact, and {args.human_pool} claims reserved for human training pairs "
              f"(SciFact qrels: judgments people made), of which the first {len(human_ids)} train the human LoRA; "
              f"seed {args.seed}.", ""]
-    payload: dict[str, Any] = {"store": str(args.store), "artifact": artifact.version, "records": n_records,
+    payload: dict[str, Any] = {"store": str(args.store), "artifact": artifact.version, "judge": args.judge,
+                               "records": n_records,
                                "export": summary.to_dict(), "config": config.to_dict(), "seed": args.seed,
                                "excluded": excluded_counts, "human_claims": human_ids, "dev_claims": dev_ids,
                                "training": training, "splits": {}}

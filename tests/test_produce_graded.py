@@ -175,3 +175,55 @@ def test_an_older_store_without_grades_or_ranks_still_reports(tmp_path, graded, 
         conn.execute("DELETE FROM meta WHERE key = 'judge'")
     q = compute_stats(store)["quality"]
     assert q["judge"] == {"mode": "written"} and q["source_ranks"]["bm25_rank1"] is None and "grades" not in q
+
+
+def _derived(original, root, **components):
+    """A version of ``original`` with some components replaced, saved as ``syntra artifacts recalibrate`` does."""
+    from syntra_dspy.artifacts import save_artifact
+
+    manifest = {k: v for k, v in original.manifest.items()
+                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
+    return save_artifact(original.program.with_components(**components), manifest, root)
+
+
+def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_grading_again(tmp_path_factory, minilm,
+                                                                                       tmp_path):
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.production import export_records
+    from syntra_dspy.programs.judge_calibration import list_contexts
+
+    art, index = mini_artifact(tmp_path_factory, judge="graded", feature="relative")
+    store = tmp_path / "run.db"
+    produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm, progress=False,
+            docs=2, queries_per_doc=QUERIES, top_k=K, concurrency=1)
+    stored_before = (store.read_bytes(), rows(store, "SELECT * FROM candidates ORDER BY query_id, rank"))
+    # the run's own judge, applied to the stored grades, gives back the stored labels: the same records
+    export_records(store, tmp_path / "stored.jsonl")
+    export_records(store, tmp_path / "own.jsonl", judge=art)
+    assert (tmp_path / "own.jsonl").read_bytes() == (tmp_path / "stored.jsonl").read_bytes()
+    own = json.loads((tmp_path / "own.jsonl.meta.json").read_text())["labels_from"]
+    assert own["relabelled"] == 2 * QUERIES * K and own["changed"] == 0
+    # a recalibration with a lower positive cut labels what its calibration says of the stored grades
+    original = load_artifact(art)
+    scores = sorted(r[0] for r in rows(store, "SELECT judge_score FROM grades"))
+    lower = original.program.state.judge.model_copy(update={"positive_threshold": scores[len(scores) // 2]})
+    derived = _derived(original, tmp_path / "artifacts", judge=lower)
+    export_records(store, tmp_path / "lower.jsonl", judge=derived, include_partial=True)
+    found = rows(store, "SELECT c.query_id, c.doc_id, c.score, g.expected FROM candidates c "
+                        "JOIN grades g USING (query_id, rank) ORDER BY c.query_id, c.rank")
+    expected_labels: dict[str, dict[str, int]] = {}
+    for query_id in {r[0] for r in found}:
+        group = [r for r in found if r[0] == query_id]
+        contexts = list_contexts([r[3] for r in group], [r[2] for r in group], [True] * len(group))
+        expected_labels[query_id] = {r[1]: lower.label(r[3], r[2], c) for r, c in zip(group, contexts)}
+    records = [json.loads(line) for line in (tmp_path / "lower.jsonl").read_text().splitlines()]
+    assert records and all(r["labels"] == expected_labels[r["query_id"]] for r in records)
+    report = json.loads((tmp_path / "lower.jsonl.meta.json").read_text())["labels_from"]
+    assert report["artifact"].endswith(derived.name) and report["changed"] > 0
+    assert set(report["transitions"]) <= {"hard_negative->positive", "easy_negative->positive"}
+    assert (store.read_bytes(), rows(store, "SELECT * FROM candidates ORDER BY query_id, rank")) == stored_before
+    # an artifact whose grading prompt differs never labels the run's grades
+    stricter = _derived(original, tmp_path / "other", annotation_instruction="Call a document relevant only if "
+                                                                             "it states the claim's finding.")
+    with pytest.raises(ConfigError, match="another prompt"):
+        export_records(store, tmp_path / "other.jsonl", judge=stricter)

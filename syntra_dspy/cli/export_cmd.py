@@ -32,6 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--include-partial", action="store_true",
                    help="export queries whose annotation is incomplete, from their labelled candidates only")
     p.add_argument("--instruction", default=None, help="override the retrieval instruction put in every record")
+    p.add_argument("--judge", default=None, metavar="ARTIFACT",
+                   help="label the records with this artifact's judge, applied to the grades the run stored (an "
+                        "artifact recalibrated from the run's: same grading prompt; nothing is graded again); "
+                        "--stats still describes the stored labels")
     p.add_argument("--stats", action="store_true", help="print counts, label distribution and drop reasons")
     p.add_argument("--json", action="store_true", help="with --stats: print them as JSON")
     p.add_argument("--qrels", type=Path, default=None, metavar="QRELS",
@@ -46,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.production import compute_stats, export_records, format_stats
 
+    if args.judge is not None and args.out is None:
+        raise ConfigError("--judge labels exported records", hint="give --out FILE with it")
     if args.out is None and not args.stats and not args.failures:
         raise ConfigError("nothing to do", hint="give --out FILE to export, --stats to print statistics, "
                                                 "or --failures to list what failed")
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
                "include_unretrieved_source": args.include_unretrieved_source, "include_partial": args.include_partial}
     if args.out is not None:
         summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction,
-                                 overwrite=args.overwrite, **options)
+                                 overwrite=args.overwrite, judge=args.judge, **options)
         dropped = ", ".join(f"{k} {v}" for k, v in summary.dropped.items() if v) or "none"
         print(f"wrote {summary.records} records from {summary.queries} queries to {summary.out} "
               f"(dropped: {dropped}); metadata in {summary.meta_path}")

@@ -31,6 +31,7 @@ from syntra_dspy.production.records import (
     select_candidates,
 )
 from syntra_dspy.production.query_quality import query_quality
+from syntra_dspy.production.relabel import Relabeller, load_relabeller
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.redact import redact
 from syntra_dspy.signatures.types import label_class
@@ -58,8 +59,10 @@ class ExportSummary:
                                                "negatives", "meta_path", "options")}
 
 
-def _records(store: RunStore, options: ExportOptions, summary: ExportSummary) -> Iterator[dict[str, Any]]:
-    """Records in output order; counts queries and drop reasons into ``summary`` as it goes."""
+def _records(store: RunStore, options: ExportOptions, summary: ExportSummary,
+             relabeller: Relabeller | None = None) -> Iterator[dict[str, Any]]:
+    """Records in output order; counts queries and drop reasons into ``summary`` as it goes. With a
+    ``relabeller`` the candidates' labels come from its judge, applied to the grades the run stored."""
     meta = store.meta()
     version = meta.get("artifact", {}).get("version")
     instruction = options.instruction if options.instruction is not None else meta.get("instruction") or \
@@ -86,6 +89,8 @@ def _records(store: RunStore, options: ExportOptions, summary: ExportSummary) ->
 
     for row in store.iter_queries():
         summary.queries += 1
+        if relabeller is not None:
+            row = relabeller.relabel(store, row)
         picked, reason = select_candidates(row, options)
         if picked is not None:
             key = normalise_query(row["text"])
@@ -123,13 +128,16 @@ def _hf_features() -> Any:
 def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl", negatives: str = "hard",
                    num_negatives: int = 7, positives: str = "all", include_unretrieved_source: bool = False,
                    include_partial: bool = False, instruction: str | None = None,
-                   overwrite: bool = False) -> ExportSummary:
+                   overwrite: bool = False, judge: str | Path | None = None) -> ExportSummary:
     """Write the records of a run store to ``out`` (a JSONL file, or a ``save_to_disk`` folder for ``hf``)
     and ``<out>.meta.json`` with the artifact version and checksum, the run store, options and counts.
 
     Works on a store that a run is still writing (it exports what is committed). ``out`` and its sidecar are
     checked before anything is written: never the run store (or its WAL and lock files), the corpus or the
     artifact; never a symlink, directory or FIFO; an existing output only with ``overwrite``.
+
+    ``judge``: an artifact recalibrated from the run's (same grading prompt) whose judge labels the candidates
+    from the grades the run stored, instead of the labels production wrote (nothing is graded again).
     """
     if format not in FORMATS:
         raise ConfigError(f"unknown export format {format!r}", field="format", hint=f"use one of: {', '.join(FORMATS)}")
@@ -140,6 +148,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
     summary = ExportSummary(out=str(out), format=format, options=options.to_dict())
     with RunStore.open(store, readonly=True) as run:
         meta = run.meta()
+        relabeller = load_relabeller(run, judge) if judge is not None else None
         protected = _inputs(Path(store), meta)
         meta_path = out.with_name(out.name + META_SUFFIX)
         if format == "jsonl":
@@ -152,7 +161,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         try:
             jsonl = tmp_dir / "records.jsonl"
             with jsonl.open("w", encoding="utf-8") as fh:
-                for record in _records(run, options, summary):
+                for record in _records(run, options, summary, relabeller):
                     row = _hf_row(record) if format == "hf" else record
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             if format == "jsonl":
@@ -171,6 +180,9 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         "task": meta.get("artifact", {}).get("task"),
         "run_store": str(Path(store).resolve()),
         "export_options": options.to_dict(),
+        "labels_from": (relabeller.report() if relabeller is not None
+                        else {"artifact": f"{meta.get('artifact', {}).get('task')}/"
+                                          f"{meta.get('artifact', {}).get('version')}", "relabelled": 0}),
         "format": format,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "counts": {"records": summary.records, "queries": summary.queries, "dropped": summary.dropped,
