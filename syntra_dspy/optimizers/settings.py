@@ -46,7 +46,8 @@ class CompileSettings(BaseModel):
         "auto", description="graded judge score: E; E fused with the retriever's cosine; fused plus how far both "
         "stand above the rest of the query's retrieved list (relative); relative plus the candidate's BM25 score and "
         "its standing (hybrid, same-language tasks); the same terms weighed by a logistic regression fitted on the "
-        "calibration set (weighted); or the best by leave-one-query-out kappa on the calibration set")
+        "calibration set (weighted, only when set); or the best of the others by leave-one-query-out kappa on the "
+        "calibration set")
     judge_kappa_target: float = Field(0.5, ge=-1, le=1, description="binary kappa on the calibration set that passes "
                                       "the annotation loop (graded judge)")
     judge_recall_target: float = Field(0.6, ge=0, le=1, description="positive recall on the calibration set that "
