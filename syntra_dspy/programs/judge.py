@@ -31,9 +31,9 @@ JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
 @dataclass(frozen=True)
 class Candidate:
     """What the judge needs of a candidate: its text and, for a fused, relative, hybrid or weighted calibration,
-    the retriever's cosine; for a hybrid one (or a weighted one fitted with BM25 scores) also ``lexical``, its BM25 score for the query; ``listed``: whether it is
-    one of the query's retrieved list (a list-relative calibration compares each candidate with the listed others;
-    a random control or an added positive is not listed)."""
+    the retriever's cosine; for a hybrid one (or a weighted one fitted with BM25 scores) also ``lexical``, its BM25
+    score for the query; ``listed``: whether it is one of the query's retrieved list (a list-relative calibration
+    compares each candidate with the listed others; a random control or an added positive is not listed)."""
 
     text: str
     cosine: float | None = None
