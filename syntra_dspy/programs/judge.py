@@ -20,7 +20,7 @@ from typing import Any, Literal
 from syntra_dspy.errors import LMOutputError
 from syntra_dspy.programs.grading import Grade, LogprobFallback
 from syntra_dspy.programs.judge_calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
-                                                   list_contexts)
+                                                   classify_score, list_contexts)
 from syntra_dspy.signatures.types import label_class
 
 logger = logging.getLogger(__name__)
@@ -127,8 +127,9 @@ class RelevanceJudge:
     def _calibrated(self, grade: Grade, candidate: Candidate, context: ListContext | None) -> Judgment:
         expected = grade.expected
         assert expected is not None  # grade_candidate never returns a grade without probabilities or a digit
-        score = self.calibration.score(expected, candidate.cosine, context, candidate.lexical)
-        klass = self.calibration.classify(expected, candidate.cosine, context, candidate.lexical)
+        calibration = self.calibration
+        score, related = calibration.scores(expected, candidate.cosine, context, candidate.lexical)
+        klass = classify_score(score, calibration.positive_threshold, calibration.hard_threshold, related)
         return Judgment(CLASS_LABEL[klass], grade, score)
 
     def settle(self, candidates: Sequence[Candidate], judgments: Sequence[Judgment | None]) -> list[Judgment | None]:

@@ -219,9 +219,7 @@ class JudgeCalibration(BaseModel):
     def classify(self, expected: float, cosine: float | None, context: ListContext | None = None,
                  lexical: float | None = None) -> Klass:
         score, related = self.scores(expected, cosine, context, lexical)
-        if score >= self.positive_threshold:
-            return "positive"
-        return "hard_negative" if related >= self.hard_threshold else "easy_negative"
+        return classify_score(score, self.positive_threshold, self.hard_threshold, related)
 
     def label(self, expected: float, cosine: float | None, context: ListContext | None = None,
               lexical: float | None = None) -> int:
@@ -234,10 +232,12 @@ class JudgeCalibration(BaseModel):
 UNCALIBRATED = JudgeCalibration(positive_threshold=1.5, hard_threshold=0.5)
 
 
-def classify_score(score: float, positive: float, hard: float) -> Klass:
+def classify_score(score: float, positive: float, hard: float, related: float | None = None) -> Klass:
+    """Positive at or above ``positive``; below it, a hard negative when ``related`` (default: ``score``) reaches
+    ``hard``, else an easy one."""
     if score >= positive:
         return "positive"
-    return "hard_negative" if score >= hard else "easy_negative"
+    return "hard_negative" if (score if related is None else related) >= hard else "easy_negative"
 
 
 # ── fitting ───────────────────────────────────────────────────────────────────────────────────────────
@@ -283,14 +283,13 @@ def _hard_cut(scores: Sequence[float], gold: Sequence[str], positive: float,
     """Among the candidates below ``positive``, the cut on ``related`` (default: the same scores) with the highest
     three-class kappa (related vs unrelated negatives)."""
     labels = ("positive", "hard_negative", "easy_negative")
-    if related is None:
-        cuts = [c for c in _cuts([s for s in scores if s < positive]) if c < positive] or [positive]
-        return _middle_of_best(cuts, lambda cut: _kappa(gold, [classify_score(s, positive, cut) for s in scores],
-                                                        labels))
+    same = related is None
+    related = scores if related is None else related
     cuts = _cuts([r for s, r in zip(scores, related) if s < positive])
-    return _middle_of_best(cuts, lambda cut: _kappa(gold, [
-        "positive" if s >= positive else "hard_negative" if r >= cut else "easy_negative"
-        for s, r in zip(scores, related)], labels))
+    if same:  # on the positive score itself a cut at or above ``positive`` separates nothing
+        cuts = [c for c in cuts if c < positive] or [positive]
+    return _middle_of_best(cuts, lambda cut: _kappa(
+        gold, [classify_score(s, positive, cut, r) for s, r in zip(scores, related)], labels))
 
 
 def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
