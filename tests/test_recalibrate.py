@@ -5,17 +5,17 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from helpers import MINI_TASK
+from test_compare_helpers import write_heldout_beir
+from test_produce_support import mini_artifact
 
-from syntra_dspy.artifacts import load_artifact, render_prompts
+from syntra_dspy.artifacts import load_artifact, render_prompts, save_artifact
 from syntra_dspy.cli import main
 from syntra_dspy.comparison.judge_eval import measure_agreement
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.optimizers.recalibrate import recalibrate_artifact
+from syntra_dspy.programs.judge_calibration import JudgeCalibration, describe, fit_calibration
 from syntra_dspy.testing import SyntraBrain, scripted_lm
-
-from helpers import MINI_TASK
-from test_compare_helpers import write_heldout_beir
-from test_produce_support import mini_artifact
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +37,68 @@ def test_recalibration_changes_the_judge_only_and_records_where_it_came_from(rel
         original.program.state.model_copy(update={"judge": None})
     record = derived.manifest["record"]["recalibration"]
     assert record["from_version"] == original.version and record["after"]["feature"] == "hybrid"
-    assert record["before"]["feature"] == "relative" and record["graded"] == record["candidates"] > 0
-    assert brain.calls["grade"] == record["candidates"]  # one grading call per calibration candidate, nothing else
-    assert set(brain.calls) == {"grade"}
+    assert record["before"]["feature"] == "relative"
+    # the artifact keeps its graded calibration set: nothing is graded again, and the fit is the one those grades give
+    saved = original.program.state.judge.samples
+    assert record["graded"] == 0 and record["grades_reused"] == record["candidates"] == len(saved) > 0
+    assert not brain.calls
+    assert derived.program.state.judge == fit_calibration(list(saved), feature="hybrid")
     assert derived.manifest["history"] == original.manifest["history"]  # the compile's record is kept
     assert derived.program.state.judge.summary.auc["lexical"] is not None
+
+
+def test_the_compiled_calibration_keeps_its_graded_set_in_the_program_not_in_reports(relative):
+    art, _ = relative
+    judge = load_artifact(art).program.state.judge
+    assert len(judge.samples) == judge.summary.candidates > 0
+    assert all(s.doc_id for s in judge.samples)  # what a later recalibration matches grades by
+    assert {s.query for s in judge.samples} == set(judge.summary.query_texts)
+    assert JudgeCalibration.model_validate_json(judge.model_dump_json()) == judge  # program.json round trip
+    assert fit_calibration(list(judge.samples), feature=judge.feature) == judge  # the cut points follow from them
+    assert "samples" not in describe(judge) and "samples" not in judge.description()
+
+
+def test_regrade_grades_every_candidate_once_and_the_same_grades_give_the_same_judge(relative, tmp_path):
+    art, index = relative
+    brain = SyntraBrain()
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(brain),
+                                index_dir=index, regrade=True)
+    derived = load_artifact(path)
+    record = derived.manifest["record"]["recalibration"]
+    assert record["graded"] == record["candidates"] > 0 and record["grades_reused"] == 0
+    assert brain.calls["grade"] == record["candidates"] and set(brain.calls) == {"grade"}
+    assert derived.program.state.judge == fit_calibration(list(load_artifact(art).program.state.judge.samples),
+                                                          feature="hybrid")
+
+
+def test_human_judgments_given_later_are_graded_and_the_kept_grades_reused(relative, tmp_path):
+    art, index = relative
+    saved = load_artifact(art).program.state.judge.samples
+    write_heldout_beir(tmp_path / "eval")
+    brain = SyntraBrain()
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(brain),
+                                index_dir=index, calibration_labels=f"beir:{tmp_path / 'eval'}:test",
+                                calibration_queries=3)
+    judge = load_artifact(path).program.state.judge
+    record = load_artifact(path).manifest["record"]["recalibration"]
+    assert record["grades_reused"] == len(saved) and record["graded"] == record["candidates"] - len(saved) > 0
+    assert brain.calls["grade"] == record["graded"]  # only the new candidates
+    assert judge.summary.sources.get("human", 0) > 0
+    assert judge.samples[:len(saved)] == saved  # the compile's candidates first, with their kept grades
+
+
+def test_an_artifact_without_kept_grades_is_graded_again(relative, tmp_path):
+    art, index = relative
+    original = load_artifact(art)
+    bare = original.program.with_components(judge=original.program.state.judge.model_copy(update={"samples": ()}))
+    manifest = {k: v for k, v in original.manifest.items() if k not in ("version", "program_id", "prompts")}
+    old = save_artifact(bare, manifest, tmp_path / "old")
+    assert "samples" not in (old / "program.json").read_text()  # as artifacts were before grades were kept
+    brain = SyntraBrain()
+    path = recalibrate_artifact(old, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(brain),
+                                index_dir=index)
+    record = load_artifact(path).manifest["record"]["recalibration"]
+    assert record["graded"] == record["candidates"] == brain.calls["grade"] > 0 and record["grades_reused"] == 0
 
 
 def test_an_agreement_comparison_reuses_the_grades_of_an_artifact_with_the_same_grading_prompt(relative, tmp_path):
@@ -66,9 +123,9 @@ def test_an_agreement_comparison_reuses_the_grades_of_an_artifact_with_the_same_
     import json
     from collections import Counter
 
-    from syntra_dspy.retrieval.candidates import JudgedCandidate
     from syntra_dspy.comparison.judge_eval import JudgmentLog, recalibrated_rows
     from syntra_dspy.programs.judge import RelevanceJudge
+    from syntra_dspy.retrieval.candidates import JudgedCandidate
     from syntra_dspy.signatures.types import label_class
 
     candidates = [JudgedCandidate(**c) for c in json.loads((tmp_path / "out" / "candidates.json").read_text())]

@@ -36,12 +36,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("--attempts", nargs=2, type=int, metavar=("FIRST", "LAST"))
     diff.set_defaults(func=_diff)
     recal = sub.add_parser(
-        "recalibrate", help="refit an artifact's judge calibration (grades the calibration set again with the "
-                            "unchanged grading prompt) and save it as a new version",
-        description="Grade the calibration set with the artifact's own grading prompt and fit a new judge "
-                    "calibration: another score (e.g. --feature hybrid), or human judgments given later. The new "
-                    "version differs from the original in its judge only (every rendered prompt is the same), so "
-                    "grades logged for one are valid for the other; its manifest names the original.")
+        "recalibrate", help="refit an artifact's judge calibration on its graded calibration set (grading only "
+                            "what the artifact holds no grade for) and save it as a new version",
+        description="Fit a new judge calibration on the artifact's calibration set: another score (e.g. --feature "
+                    "hybrid), or human judgments given later. The grades the artifact keeps are reused (with the "
+                    "compile's calibration set unchanged, nothing is graded and no model is loaded); candidates it "
+                    "holds no grade for are graded with the artifact's own grading prompt. The new version differs "
+                    "from the original in its judge only (every rendered prompt is the same), so grades logged for "
+                    "one are valid for the other; its manifest names the original.")
     recal.add_argument("path", help="artifact directory")
     recal.add_argument("--out", default="artifacts", help="artifact root for the new version (default artifacts/)")
     recal.add_argument("--feature", default="auto", choices=("auto", *FEATURES),
@@ -53,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     recal.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
     recal.add_argument("--api-key-env", default=None, metavar="VAR")
     recal.add_argument("--index-dir", default=None, help="where the corpus index is cached")
+    recal.add_argument("--regrade", action="store_true",
+                       help="grade every calibration candidate again instead of reusing the artifact's grades (e.g. "
+                            "to measure another llama.cpp build; another --generator always grades again)")
     recal.set_defaults(func=_recalibrate)
 
 
@@ -124,7 +129,7 @@ def _recalibrate(args: argparse.Namespace) -> int:
         raise ConfigError("--calibration-queries must be 0 or more", field="calibration_queries")
     path = recalibrate_artifact(args.path, args.out, feature=args.feature, calibration_labels=args.calibration_labels,
                                 calibration_queries=args.calibration_queries, generator=args.generator,
-                                api_key_env=args.api_key_env, index_dir=args.index_dir)
+                                api_key_env=args.api_key_env, index_dir=args.index_dir, regrade=args.regrade)
     judge = load_artifact(path).program.state.judge
     summary = judge.summary if judge is not None else None
     print(f"recalibrated: {path}")

@@ -18,14 +18,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from syntra_dspy.retrieval.candidates import JudgedCandidate, build_candidates
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.grading import Grade
 from syntra_dspy.programs.judge import Candidate, RelevanceJudge
-from syntra_dspy.programs.judge_calibration import (CalibrationSample, JudgeCalibration, fit_calibration,
-                                                   sample_contexts)
+from syntra_dspy.programs.judge_calibration import (
+    CalibrationSample,
+    JudgeCalibration,
+    fit_calibration,
+    sample_contexts,
+)
+from syntra_dspy.retrieval.candidates import JudgedCandidate, build_candidates
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +87,15 @@ def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any) 
     return grades
 
 
+def sample_of(candidate: JudgedCandidate, expected: float) -> CalibrationSample:
+    """One calibration candidate with its graded E."""
+    c = candidate
+    return CalibrationSample(c.query, expected, c.cosine, c.gold, c.source,  # type: ignore[arg-type]
+                             listed=c.rank is not None, lexical=c.lexical, doc_id=c.doc_id)
+
+
 def samples_of(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | None]) -> list[CalibrationSample]:
-    return [CalibrationSample(c.query, g.expected, c.cosine, c.gold, c.source,  # type: ignore[arg-type]
-                              listed=c.rank is not None, lexical=c.lexical)
-            for c, g in zip(candidates, grades) if g is not None and g.expected is not None]
+    return [sample_of(c, g.expected) for c, g in zip(candidates, grades) if g is not None and g.expected is not None]
 
 
 def mismatches(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | None], calibration: JudgeCalibration,
@@ -126,7 +135,7 @@ def evaluate_graded(candidates: Sequence[JudgedCandidate], grades: Sequence[Grad
     assert summary is not None
     kappa, recall = summary.binary_kappa, summary.positive_recall
     passed = kappa is not None and recall is not None and kappa >= kappa_target and recall >= recall_target
-    details = {"calibration": calibration.model_dump(mode="json"), "graded": len(samples),
+    details = {"calibration": calibration.description(), "graded": len(samples),
                "candidates": len(candidates)}
     score = 0.0 if kappa is None else round(kappa, 4)
     if passed:

@@ -1,8 +1,9 @@
 """Refit an artifact's judge calibration without recompiling its program (``syntra artifacts recalibrate``).
 
 Grading is the expensive part of a judge; the calibration on top (which score, which cut points) is cheap. When a
-team gets human judgments later, or a new score becomes available, the calibration set is graded again with the
-artifact's own, unchanged grading prompt and a new :class:`JudgeCalibration` is fitted. The result is a new artifact
+team gets human judgments later, or a new score becomes available, a new :class:`JudgeCalibration` is fitted on the
+calibration set: the grades the artifact keeps are reused, and only candidates it holds no grade for are graded,
+with the artifact's own, unchanged grading prompt. The result is a new artifact
 version whose program differs from the original in the ``judge`` component only: every step's instruction and
 rendered prompt is the original's (checked before it is written), so grades logged for one are valid for the other
 (``syntra agreement ... --compare`` reuses them), and the manifest says what it was derived from.
@@ -12,15 +13,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.retrieval.candidates import with_lexical
 from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.optimizers import judge_stage as js
-from syntra_dspy.programs.judge_calibration import JudgeCalibration, fit_calibration
+from syntra_dspy.programs.judge_calibration import CalibrationSample, JudgeCalibration, fit_calibration
+from syntra_dspy.retrieval.candidates import with_lexical
 
 logger = logging.getLogger(__name__)
 
@@ -30,51 +31,49 @@ _SEALED = ("version", "program_id", "prompts", "schema_version", "kind")
 
 def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str = "auto",
                          calibration_labels: str | None = None, calibration_queries: int | None = None,
-                         generator: str | None = None, api_key_env: str | None = None,
-                         index_dir: str | Path | None = None) -> Path:
-    """Grade the calibration set with ``artifact``'s program, fit a new calibration and save a derived artifact under
-    ``out`` (``<out>/<task>/<version>``); returns its directory.
+                         generator: Any = None, api_key_env: str | None = None,
+                         index_dir: str | Path | None = None, regrade: bool = False) -> Path:
+    """Fit a new calibration on ``artifact``'s graded calibration set and save a derived artifact under ``out``
+    (``<out>/<task>/<version>``); returns its directory.
 
-    The calibration set is built as compile built it (the compile's seed, candidate depth and controls; its human
-    label source and query count unless ``calibration_labels``/``calibration_queries`` are given).
+    The grades the artifact keeps with its calibration (``JudgeCalibration.samples``) are reused: with the compile's
+    calibration set unchanged, nothing is graded or loaded, and the fit is the same on any machine. Candidates the
+    artifact holds no grade for (human judgments given now, or an artifact made before grades were kept) are graded
+    with the artifact's own, unchanged grading prompt; ``regrade`` grades them all (e.g. to measure another build),
+    and so does another ``generator`` than the one that graded them. The calibration set is built as compile built
+    it (the compile's seed, candidate depth and controls; its human label source and query count unless
+    ``calibration_labels``/``calibration_queries`` are given).
     """
-    import dspy
-
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
-    from syntra_dspy.comparison.judge_eval import lexical_witness
-    from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.lm.usage import UsageMeter
-    from syntra_dspy.production.setup import load_inputs, resolve_generator
 
     original = load_artifact(artifact)
     settings = original.meta.optimizer
     if original.program.state.judge is None and settings.get("judge", "graded") != "graded":
         raise ConfigError("this artifact's judge writes its labels (compiled with judge 'written'): there is no "
                           "calibration to refit", path=artifact, hint="compile it with --judge graded")
-    if "pairs" in (original.meta.human_label_source() or {}) and calibration_labels is None:
-        raise ConfigError("this artifact was calibrated on human-confirmed label pairs, which recalibration does not "
-                          "re-read", path=artifact, hint="give --calibration-labels with the same judged data")
     check_artifact_root(out, original.task)
     labels = calibration_labels if calibration_labels is not None else settings.get("calibration_labels")
     queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)
-    inputs = load_inputs(artifact, index_dir=index_dir)
     program = original.program
-    material = js.calibration_set(program.state.examples, inputs, k=int(settings.get("annotation_candidates", 8)),
-                                  controls=max(1, int(settings.get("control_negatives", 1))),
-                                  seed=int(settings.get("seed", 42)), labels=labels, label_queries=queries)
-    definition = program.state.task_definition
-    lexical = lexical_witness(inputs.corpus, definition.query_language, definition.document_language)
-    if lexical is not None:
-        material = with_lexical(material, lexical)
-    lm, lm_info = resolve_generator(original.meta, generator, api_key_env)
-    prepare_lm(lm)
+    saved = program.state.judge.samples if program.state.judge is not None else ()
+    same_set = labels == settings.get("calibration_labels") and queries == int(settings.get("calibration_queries") or 0)
+    lm, lm_info = _generator(original, generator, api_key_env)
+    reusable = bool(saved) and not regrade and _grader(lm_info) == _grader(original.meta.generator.model_dump())
     meter = UsageMeter()
     started = time.perf_counter()
-    logger.info("recalibrating %s/%s: grading %d calibration candidates (%d queries)", original.task,
-                original.version, len(material), len({c.query for c in material}))
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None), meter.stage("annotation_instruction"):
-        grades = js.grade_set(program, material, inputs.corpus)
-    samples = js.samples_of(material, grades)
+    if reusable and same_set:
+        samples, graded, reused = list(saved), 0, len(saved)
+        logger.info("recalibrating %s/%s: the %d graded calibration candidates the artifact keeps (nothing graded)",
+                    original.task, original.version, len(saved))
+    else:
+        if "pairs" in (original.meta.human_label_source() or {}) and calibration_labels is None:
+            raise ConfigError("this artifact was calibrated on human-confirmed label pairs, which recalibration "
+                              "does not re-read", path=artifact,
+                              hint="give --calibration-labels with the same judged data, or leave the calibration "
+                                   "set as the compile made it (its grades are reused)")
+        samples, graded, reused = _graded_set(original, labels, queries, saved if reusable else (), lm, meter,
+                                              index_dir)
     if not any(s.gold == "positive" for s in samples):
         raise ConfigError("no known positive of the calibration set could be graded: the judge's answers were "
                           "unusable", path=artifact)
@@ -90,7 +89,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
         "from_version": original.version, "from_program_id": original.program_id,
         "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "feature_setting": feature, "calibration_labels": labels, "calibration_queries": queries,
-        "candidates": len(material), "graded": len(samples), "generator": lm_info.get("model"),
+        "candidates": len(samples), "graded": graded, "grades_reused": reused,
+        "generator": lm_info.get("model") if graded else None,
         "usage": meter.snapshot(), "before": _brief(program.state.judge), "after": _brief(judge),
     }
     manifest["record"] = record
@@ -99,6 +99,59 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     logger.info("recalibrated judge (%s, calibration kappa %.3f, recall %.3f) saved as %s", judge.feature,
                 judge.summary.binary_kappa or 0.0, judge.summary.positive_recall or 0.0, path)  # type: ignore[union-attr]
     return path
+
+
+def _generator(original: Any, generator: Any, api_key_env: str | None) -> tuple[Any, dict[str, Any]]:
+    """The judge LM (built, not loaded) and its description; the scripted test LM's artifacts name no reachable one."""
+    from syntra_dspy.production.setup import resolve_generator
+
+    if generator is None and original.meta.generator.model == "scripted":
+        return None, original.meta.generator.model_dump()
+    return resolve_generator(original.meta, generator, api_key_env)
+
+
+def _grader(info: Mapping[str, Any]) -> tuple[Any, Any]:
+    """What makes two LMs' grades interchangeable: the model, and for an embedded one its file's checksum."""
+    return info.get("model"), (info.get("embedded") or {}).get("sha256")
+
+
+def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence[CalibrationSample], lm: Any,
+                meter: Any, index_dir: str | Path | None) -> tuple[list[CalibrationSample], int, int]:
+    """The calibration set built as the compile built it (with ``labels``/``queries``), each candidate's E taken
+    from ``saved`` where it holds the same query and document, graded otherwise; returns the samples, how many
+    were graded now and how many reused."""
+    import dspy
+
+    from syntra_dspy.comparison.judge_eval import lexical_witness
+    from syntra_dspy.lm.roles import prepare_lm
+    from syntra_dspy.production.setup import load_inputs
+
+    settings, program = original.meta.optimizer, original.program
+    inputs = load_inputs(original.path, index_dir=index_dir)
+    material = js.calibration_set(program.state.examples, inputs, k=int(settings.get("annotation_candidates", 8)),
+                                  controls=max(1, int(settings.get("control_negatives", 1))),
+                                  seed=int(settings.get("seed", 42)), labels=labels, label_queries=queries)
+    definition = program.state.task_definition
+    lexical = lexical_witness(inputs.corpus, definition.query_language, definition.document_language)
+    if lexical is not None:
+        material = with_lexical(material, lexical)
+    known = {(s.query, s.doc_id): s.expected for s in saved if s.doc_id is not None}
+    expected: list[float | None] = [known.get((c.query, c.doc_id)) for c in material]
+    todo = [i for i, e in enumerate(expected) if e is None]
+    logger.info("recalibrating %s/%s: %d calibration candidates (%d queries), %d graded by the artifact, %d to grade",
+                original.task, original.version, len(material), len({c.query for c in material}),
+                len(material) - len(todo), len(todo))
+    if todo:
+        if lm is None:
+            raise ConfigError("the artifact was compiled with the scripted test LM: name the judge LM",
+                              field="generator", hint="pass --generator MODEL[@API_BASE] (or 'embedded')")
+        prepare_lm(lm)
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None), meter.stage("annotation_instruction"):
+            grades = js.grade_set(program, [material[i] for i in todo], inputs.corpus)
+        for i, grade in zip(todo, grades):
+            expected[i] = None if grade is None else grade.expected
+    samples = [js.sample_of(c, e) for c, e in zip(material, expected) if e is not None]
+    return samples, len(todo), len(material) - len(todo)
 
 
 def _brief(calibration: JudgeCalibration | None) -> Mapping[str, Any] | None:

@@ -92,7 +92,7 @@ class RelevanceJudge:
         info: dict[str, Any] = {"mode": self.mode}
         if self.mode == "graded":
             info["calibrated"] = self.calibrated
-            info["calibration"] = self.calibration.model_dump(mode="json")
+            info["calibration"] = self.calibration.description()
         else:
             info["chunk_size"] = self.chunk_size
         if self.fallback:

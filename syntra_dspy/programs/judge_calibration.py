@@ -71,6 +71,7 @@ class CalibrationSample:
     source: str  # example_positive | retrieved | control | human
     listed: bool = True  # in the query's retrieved list (False: a random control, or a positive added to the set)
     lexical: float | None = None  # BM25 score of the document for the query (None: not a corpus document)
+    doc_id: str | None = None  # the candidate document (what a later recalibration matches saved grades by)
 
 
 @dataclass(frozen=True)
@@ -149,15 +150,25 @@ class JudgeCalibration(BaseModel):
     # ``weighted`` only: the weight of each standardised term (names from TERMS), fitted on the calibration set
     weights: dict[str, float] = Field(default_factory=dict)
     summary: CalibrationSummary | None = None
+    # The graded calibration set it was fitted on, in order: the artifact then holds the evidence for its own cut
+    # points, and ``syntra artifacts recalibrate`` refits from it without grading again, on any machine and build
+    # (grades of the same model differ slightly between llama.cpp builds). Empty in artifacts made before it was kept.
+    samples: tuple[CalibrationSample, ...] = ()
 
     @model_serializer(mode="wrap")
-    def _without_unused_weights(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Only a ``weighted`` calibration writes ``weights``: the others' program.json stays as it was before it
-        existed, so re-saving an earlier artifact keeps its bytes."""
+    def _without_empty_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``weights`` (a ``weighted`` calibration's) and ``samples`` are written only when they hold something: a
+        calibration made before they existed serialises as it did then, so re-saving an earlier artifact keeps its
+        bytes."""
         data = handler(self)
-        if not self.weights:
-            data.pop("weights", None)
+        for name in ("weights", "samples"):
+            if not getattr(self, name):
+                data.pop(name, None)
         return data
+
+    def description(self) -> dict[str, Any]:
+        """JSON-ready: the fitted numbers and the summary, without the graded samples (for run stores and reports)."""
+        return self.model_dump(mode="json", exclude={"samples"})
 
     @property
     def needs_list(self) -> bool:
@@ -449,11 +460,11 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
         positive_precision=binary.per_class["relevant"]["precision"],
         cv_binary_kappa=cv, auc=auc,
     )
-    return fitted.model_copy(update={"summary": summary})
+    return fitted.model_copy(update={"summary": summary, "samples": tuple(samples)})
 
 
 def describe(calibration: JudgeCalibration | None) -> dict[str, Any]:
     """A JSON-ready description for reports and run stores."""
     if calibration is None:
         return {"mode": "written"}
-    return {"mode": "graded", **calibration.model_dump(mode="json")}
+    return {"mode": "graded", **calibration.description()}
