@@ -225,8 +225,9 @@ def test_retrieval_instruction_from_the_task_definition():
     assert retrieval_instruction(vague) == "Given a biomedical research claim, retrieve a relevant scientific paper abstract"
 
 
-def _ranked_store(path, definition, ranks, translated=()):
-    """A store whose queries' source documents rank ``ranks`` under BM25; ``translated``: positions translated."""
+def _ranked_store(path, definition, ranks, translated=(), source_labels=None):
+    """A store whose queries' source documents rank ``ranks`` under BM25; ``translated``: positions translated;
+    ``source_labels``: the label of each query's source document (default 2, positive)."""
     with RunStore.open(path) as run:
         run.set_meta(artifact={"version": "v1", "checksum": "c", "task": "t"}, task_definition=definition,
                      instruction="i", settings={"top_k": 2})
@@ -235,7 +236,8 @@ def _ranked_store(path, definition, ranks, translated=()):
         result = DocumentResult(doc_id="d1", features={"identifiers": [], "attributes": []})
         for pos, rank in enumerate(ranks):
             qr = QueryResult(query_id("d1", pos), pos, f"query {pos}", {"identifier": "x", "choices": []},
-                             [Candidate(0, "d1", 0.9, 2), Candidate(1, "a", 0.5, 1)],
+                             [Candidate(0, "d1", 0.9, 2 if source_labels is None else source_labels[pos]),
+                              Candidate(1, "a", 0.5, 1)],
                              translation=f"查询 {pos}" if pos in translated else None)
             qr.source_rank, qr.bm25_source_rank = 0, rank
             result.queries.append(qr)
@@ -257,3 +259,19 @@ def test_across_languages_bm25_difficulty_counts_only_queries_translated_into_th
     same = compute_stats(_ranked_store(tmp_path / "s.db", DEFINITION, [0, 5, None]))
     assert same["quality"]["source_ranks"]["bm25_rank1"] == 0.3333  # every query, as written
     assert "33% (BM25)" in format_stats(same)
+
+
+def test_difficulty_is_reported_with_whether_the_judge_calls_the_source_relevant(tmp_path):
+    # BM25 finds the source first for q0 and q1; the judge calls the source relevant for q0 (2) and q2 (3) only
+    stats = compute_stats(_ranked_store(tmp_path / "j.db", DEFINITION, [0, 0, 5, None], source_labels=[2, 1, 3, 0]))
+    ranks = stats["quality"]["source_ranks"]
+    assert ranks["bm25_rank1"] == 0.5
+    assert ranks["bm25_rank1_source_positive"] == 0.5 and ranks["bm25_lower_source_positive"] == 0.5
+    assert ranks["bm25_rank1_among_source_positive"] == 0.5
+    mostly_off = compute_stats(_ranked_store(tmp_path / "o.db", DEFINITION, [0, 3, 7, None],
+                                             source_labels=[3, 0, 1, 0]))["quality"]["source_ranks"]
+    # a low BM25-first share made of queries their source does not answer: among the answered ones, all are first
+    assert mostly_off["bm25_rank1"] == 0.25 and mostly_off["bm25_lower_source_positive"] == 0.0
+    assert mostly_off["bm25_rank1_among_source_positive"] == 1.0
+    text = format_stats(stats)
+    assert "judged relevant to its query for 50% of the queries BM25 finds it first for, 50% of the others" in text
