@@ -154,3 +154,14 @@ def test_the_command_line_prints_the_new_version_and_its_judge(relative, tmp_pat
                  "--index-dir", str(index)])
     out = capsys.readouterr().out
     assert code == 0 and "recalibrated:" in out and "judge: fused" in out
+
+
+def test_kept_grades_need_no_judge_model_and_new_candidates_do(relative, tmp_path):
+    art, index = relative
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="fused", index_dir=index)  # no LM named or built
+    record = load_artifact(path).manifest["record"]["recalibration"]
+    assert record["graded"] == 0 and record["generator"] is None
+    write_heldout_beir(tmp_path / "eval")
+    with pytest.raises(ConfigError, match="scripted test LM"):  # the scripted compile's LM cannot be reached
+        recalibrate_artifact(art, tmp_path / "artifacts", index_dir=index, calibration_queries=2,
+                             calibration_labels=f"beir:{tmp_path / 'eval'}:test")

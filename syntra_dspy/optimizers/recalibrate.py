@@ -46,6 +46,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     """
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
     from syntra_dspy.lm.usage import UsageMeter
+    from syntra_dspy.production.setup import resolve_generator
 
     original = load_artifact(artifact)
     settings = original.meta.optimizer
@@ -58,7 +59,9 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     program = original.program
     saved = program.state.judge.samples if program.state.judge is not None else ()
     same_set = labels == settings.get("calibration_labels") and queries == int(settings.get("calibration_queries") or 0)
-    lm, lm_info = _generator(original, generator, api_key_env)
+    # The artifact's own generator is only built when something must be graded (a served one needs --generator).
+    lm, lm_info = (None, original.meta.generator.model_dump()) if generator is None else \
+        resolve_generator(original.meta, generator, api_key_env)
     reusable = bool(saved) and not regrade and _grader(lm_info) == _grader(original.meta.generator.model_dump())
     meter = UsageMeter()
     started = time.perf_counter()
@@ -72,8 +75,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
                               "does not re-read", path=artifact,
                               hint="give --calibration-labels with the same judged data, or leave the calibration "
                                    "set as the compile made it (its grades are reused)")
-        samples, graded, reused = _graded_set(original, labels, queries, saved if reusable else (), lm, meter,
-                                              index_dir)
+        samples, graded, reused = _graded_set(original, labels, queries, saved if reusable else (), lm, api_key_env,
+                                              meter, index_dir)
     if not any(s.gold == "positive" for s in samples):
         raise ConfigError("no known positive of the calibration set could be graded: the judge's answers were "
                           "unusable", path=artifact)
@@ -101,22 +104,14 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     return path
 
 
-def _generator(original: Any, generator: Any, api_key_env: str | None) -> tuple[Any, dict[str, Any]]:
-    """The judge LM (built, not loaded) and its description; the scripted test LM's artifacts name no reachable one."""
-    from syntra_dspy.production.setup import resolve_generator
-
-    if generator is None and original.meta.generator.model == "scripted":
-        return None, original.meta.generator.model_dump()
-    return resolve_generator(original.meta, generator, api_key_env)
-
-
 def _grader(info: Mapping[str, Any]) -> tuple[Any, Any]:
     """What makes two LMs' grades interchangeable: the model, and for an embedded one its file's checksum."""
     return info.get("model"), (info.get("embedded") or {}).get("sha256")
 
 
 def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence[CalibrationSample], lm: Any,
-                meter: Any, index_dir: str | Path | None) -> tuple[list[CalibrationSample], int, int]:
+                api_key_env: str | None, meter: Any, index_dir: str | Path | None
+                ) -> tuple[list[CalibrationSample], int, int]:
     """The calibration set built as the compile built it (with ``labels``/``queries``), each candidate's E taken
     from ``saved`` where it holds the same query and document, graded otherwise; returns the samples, how many
     were graded now and how many reused."""
@@ -124,7 +119,7 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
 
     from syntra_dspy.comparison.judge_eval import lexical_witness
     from syntra_dspy.lm.roles import prepare_lm
-    from syntra_dspy.production.setup import load_inputs
+    from syntra_dspy.production.setup import load_inputs, resolve_generator
 
     settings, program = original.meta.optimizer, original.program
     inputs = load_inputs(original.path, index_dir=index_dir)
@@ -143,8 +138,7 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
                 len(material) - len(todo), len(todo))
     if todo:
         if lm is None:
-            raise ConfigError("the artifact was compiled with the scripted test LM: name the judge LM",
-                              field="generator", hint="pass --generator MODEL[@API_BASE] (or 'embedded')")
+            lm, _ = resolve_generator(original.meta, None, api_key_env)
         prepare_lm(lm)
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None), meter.stage("annotation_instruction"):
             grades = js.grade_set(program, [material[i] for i in todo], inputs.corpus)
