@@ -377,9 +377,8 @@ def _source_judged(run: RunStore, found: list[tuple[str, int | None]]) -> dict[s
     A low BM25-first share is only worth having among queries their document answers: a small writer lowers it
     mostly with generic statements their document does not support (on the SciFact run, at 209 queries, the judge
     called the source relevant for 93% of the queries BM25 found it first for, and for 27% of the others).
-    ``*_source_positive``: the
-    share of those queries whose source is labelled positive (not retrieved counts as not);
-    ``bm25_rank1_among_source_positive``: the BM25-first share among the queries whose source is positive."""
+    ``*_source_positive``: the share of those queries whose source is labelled positive (not retrieved counts as
+    not); ``bm25_rank1_among_source_positive``: the BM25-first share among the queries whose source is positive."""
     labels = dict(run.rows("SELECT q.query_id, c.label FROM queries q JOIN candidates c "
                            "ON c.query_id = q.query_id AND c.doc_id = q.doc_id WHERE c.label IS NOT NULL"))
     positive = {qid: (labels.get(qid) or 0) >= 2 for qid, _ in found}
