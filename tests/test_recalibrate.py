@@ -165,3 +165,17 @@ def test_kept_grades_need_no_judge_model_and_new_candidates_do(relative, tmp_pat
     with pytest.raises(ConfigError, match="scripted test LM"):  # the scripted compile's LM cannot be reached
         recalibrate_artifact(art, tmp_path / "artifacts", index_dir=index, calibration_queries=2,
                              calibration_labels=f"beir:{tmp_path / 'eval'}:test")
+
+
+def test_kept_grades_are_not_reused_over_another_corpus(relative, tmp_path, monkeypatch):
+    from syntra_dspy.retrieval.corpus import Corpus
+
+    art, index = relative
+    write_heldout_beir(tmp_path / "eval")
+    monkeypatch.setattr(Corpus, "fingerprint", property(lambda self: "another-corpus"))
+    brain = SyntraBrain()
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(brain),
+                                index_dir=tmp_path / "index", calibration_queries=2,
+                                calibration_labels=f"beir:{tmp_path / 'eval'}:test")
+    record = load_artifact(path).manifest["record"]["recalibration"]
+    assert record["grades_reused"] == 0 and record["graded"] == record["candidates"] == brain.calls["grade"]

@@ -130,6 +130,10 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
     lexical = lexical_witness(inputs.corpus, definition.query_language, definition.document_language)
     if lexical is not None:
         material = with_lexical(material, lexical)
+    if saved and inputs.corpus.fingerprint != original.meta.fingerprints.corpus:
+        logger.warning("the corpus is not the one the artifact was compiled on: its kept grades may be of other "
+                       "texts under the same document ids, so every calibration candidate is graded again")
+        saved = ()
     known = {(s.query, s.doc_id): s.expected for s in saved if s.doc_id is not None}
     expected: list[float | None] = [known.get((c.query, c.doc_id)) for c in material]
     todo = [i for i, e in enumerate(expected) if e is None]
