@@ -60,9 +60,9 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     saved = program.state.judge.samples if program.state.judge is not None else ()
     same_set = labels == settings.get("calibration_labels") and queries == int(settings.get("calibration_queries") or 0)
     # The artifact's own generator is only built when something must be graded (a served one needs --generator).
-    lm, lm_info = (None, original.meta.generator.model_dump()) if generator is None else \
-        resolve_generator(original.meta, generator, api_key_env)
-    reusable = bool(saved) and not regrade and _grader(lm_info) == _grader(original.meta.generator.model_dump())
+    own = original.meta.generator.model_dump()
+    lm, lm_info = (None, own) if generator is None else resolve_generator(original.meta, generator, api_key_env)
+    reusable = bool(saved) and not regrade and _grader(lm_info) == _grader(own)
     meter = UsageMeter()
     started = time.perf_counter()
     if reusable and same_set:
