@@ -15,6 +15,9 @@ and the one term to keep (the blueprint's identifier when the query contains it,
 * ``hidden``: no rewording: the write step writes the blueprint's query again, from a view of the document in which
   code has replaced every rare word not in the blueprint's identifier by "…", so the writer cannot copy those
   terms (production's write call, its checks and rewrites, on that view);
+* ``hidden-all``: as ``hidden``, but the identifier is hidden too (in the view and in the blueprint, which shows
+  "…" in its place), so the writer sees no rare word of the document at all and must name the subject in common
+  words: does a query without the document's rare terms still ask about its document?
 * ``sample-3``: no rewording either: the write step writes the blueprint's query three more times, sampled
   (temperature 0.7, as production's retries), and code keeps the valid one whose source document BM25 ranks lowest
   (fewest copied words on a tie): a hardest-of-k selection, costing k write calls per blueprint.
@@ -48,7 +51,7 @@ import dspy  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "query_reword"
-VARIANTS = ("reword", "reword-demos", "describe", "hidden", "sample-3")
+VARIANTS = ("reword", "reword-demos", "describe", "hidden", "hidden-all", "sample-3")
 SAMPLES = 3  # writes per blueprint for ``sample-3``
 RARE_DF = 20  # a term in at most this many documents is rare
 
@@ -194,6 +197,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=12, help="first N queries (by id) whose source is BM25 rank 1")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--out-name", default="query_reword", help="file stem of the JSON and Markdown results")
     args = parser.parse_args()
 
     from syntra_dspy.query_form import copied_share
@@ -234,6 +238,9 @@ def main() -> int:
                     if variant == "hidden":
                         (new,) = program.write_queries(terms_of.hide_rare(doc, identifier),
                                                        [Blueprint.model_validate(json.loads(blueprint))])
+                    elif variant == "hidden-all":
+                        shown = {**json.loads(blueprint), "identifier": "…"}
+                        (new,) = program.write_queries(terms_of.hide_rare(doc, ""), [Blueprint.model_validate(shown)])
                     elif variant == "sample-3":
                         new = hardest_of(program, lm, doc, doc_id, blueprint, lexical)
                     else:
@@ -281,8 +288,8 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "query_reword.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    (args.results / "query_reword.md").write_text(text)
+    (args.results / f"{args.out_name}.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    (args.results / f"{args.out_name}.md").write_text(text)
     return 0
 
 
