@@ -1,0 +1,198 @@
+"""How much can a record set still teach the base encoder? Its loss before any training step.
+
+The SciFact downstream comparison trains LoRA MiniLM models on three sets of the same size (``judged``: a run's
+exported records; ``source-only``: the same queries with the source document as the only positive; ``human``:
+SciFact claims with their qrels positives, judgments people made) and none of them moves nDCG@10 measurably. A
+contrastive loss learns only from records whose positive the encoder does not already rank above the negatives.
+This script builds the same three sets as ``downstream_scifact.py`` (same export, seed and reserved claims) and
+scores each record with the *untrained* base encoder, no training:
+
+* ``loss``: InfoNCE over the record's positive and its hard negatives at the training temperature (the training
+  loss also has in-batch negatives; they are other queries' documents and add little), averaged over positives,
+  since training draws one of them per record;
+* ``positive first``: the positive scores above every hard negative of the record;
+* ``margin``: cosine of the positive minus the best negative's;
+* ``corpus rank 1``: the positive is the base encoder's first hit over the whole corpus.
+
+It also asks whether choosing other documents would help: the judged records' loss by how crowded their source
+document is (mean cosine to its 5 nearest other documents), in quarters.
+
+    python benchmarks/teaching_signal.py --store benchmarks/runs/scifact-hybrid-v2.db \
+        --artifact artifacts/scifact/22e653baa2bb --records 300 --out benchmarks/results/teaching_signal
+
+Costs one pass of the base encoder over the corpus (cached under ``.syntra/index``, shared with the downstream
+script) and over the queries: a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# The sibling script's helpers: the same sets, built the same way.
+from downstream_scifact import (
+    INDEX_ROOT,
+    bootstrap_mean_ci,
+    excluded_claims,
+    human_records,
+    source_only_records,
+)
+
+from syntra_dspy.artifacts import load_artifact
+from syntra_dspy.evaluation import load_dataset
+from syntra_dspy.production.export import export_records
+from syntra_dspy.retrieval.encoder import load_encoder
+from syntra_dspy.retrieval.index import CorpusIndex
+from syntra_dspy.retrieval.sources import default_index_dir
+from syntra_dspy.training import TrainConfig
+
+BASE = "all-MiniLM-L6-v2"
+
+
+def record_signal(query_vec: np.ndarray, pos: np.ndarray, neg: np.ndarray, scale: float) -> dict[str, float]:
+    """Loss, positive-first and margin of one record (rows of ``pos``/``neg`` are L2-normalised vectors)."""
+    pos_sims, neg_sims = pos @ query_vec, neg @ query_vec
+    best_neg = float(neg_sims.max())
+    losses = []
+    for p in pos_sims:
+        logits = scale * np.concatenate([[p], neg_sims])
+        logits -= logits.max()
+        losses.append(float(-(logits[0] - np.log(np.exp(logits).sum()))))
+    return {"loss": float(np.mean(losses)), "positive_first": float(pos_sims.max() > best_neg),
+            "margin": float(pos_sims.max() - best_neg)}
+
+
+def score_set(rows: list[dict[str, Any]], encoder: Any, index: CorpusIndex, scale: float) -> list[dict[str, Any]]:
+    queries = encoder.encode_queries([r["query"] for r in rows], batch_size=64)
+    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    first_hits = [hits[0][0] for hits in index.search(np.ascontiguousarray(queries, dtype=np.float32), 1)]
+    out = []
+    for row, vec, first in zip(rows, queries, first_hits, strict=True):
+        pos = np.stack([index.vector(d) for d in row["pos_ids"]])
+        neg = np.stack([index.vector(d) for d in row["neg_ids"]])
+        out.append({"query_id": row["query_id"], **record_signal(vec, pos, neg, scale),
+                    "corpus_rank1": float(first in row["pos_ids"]), "negatives": len(row["neg_ids"])})
+    return out
+
+
+def neighbour_density(index: CorpusIndex, doc_id: str, k: int = 5) -> float:
+    """Mean cosine of a document to its ``k`` nearest other documents: how crowded its neighbourhood is."""
+    sims = index.vectors @ index.vector(doc_id)
+    sims[index.position(doc_id)] = -np.inf
+    return float(np.sort(sims)[-k:].mean())
+
+
+def by_density(rows: list[dict[str, Any]], scored: list[dict[str, Any]], index: CorpusIndex) -> dict[str, Any]:
+    """The records' loss by their source document's neighbour density, in quarters, and the rank correlation."""
+    from scipy.stats import spearmanr
+
+    density = np.array([neighbour_density(index, r["source_doc_id"]) for r in rows])
+    loss = np.array([s["loss"] for s in scored])
+    first = np.array([s["positive_first"] for s in scored])
+    edges = np.quantile(density, [0.0, 0.25, 0.5, 0.75, 1.0])
+    quarters = []
+    for i in range(4):
+        mask = (density >= edges[i]) & ((density < edges[i + 1]) if i < 3 else (density <= edges[i + 1]))
+        quarters.append({"density": [float(edges[i]), float(edges[i + 1])], "records": int(mask.sum()),
+                         "loss": float(loss[mask].mean()), "loss_median": float(np.median(loss[mask])),
+                         "positive_first": float(first[mask].mean())})
+    rho = spearmanr(density, loss)
+    return {"spearman": float(rho.statistic), "p": float(rho.pvalue), "quarters": quarters}
+
+
+def summarize(scored: list[dict[str, Any]]) -> dict[str, Any]:
+    losses = [s["loss"] for s in scored]
+    lo, hi = bootstrap_mean_ci(losses)
+    return {"records": len(scored), "loss": float(np.mean(losses)), "loss_ci": [lo, hi],
+            "loss_median": float(np.median(losses)),
+            "share_loss_below_0.1": float(np.mean([x < 0.1 for x in losses])),
+            "positive_first": float(np.mean([s["positive_first"] for s in scored])),
+            "margin_median": float(np.median([s["margin"] for s in scored])),
+            "corpus_rank1": float(np.mean([s["corpus_rank1"] for s in scored]))}
+
+
+def difference_ci(a: list[float], b: list[float], *, n: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of b minus mean of a with a bootstrap CI (independent samples: different queries)."""
+    rng = np.random.default_rng(seed)
+    xa, xb = np.asarray(a), np.asarray(b)
+    diffs = (xb[rng.integers(0, len(xb), size=(n, len(xb)))].mean(axis=1)
+             - xa[rng.integers(0, len(xa), size=(n, len(xa)))].mean(axis=1))
+    return float(xb.mean() - xa.mean()), float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True, type=Path)
+    ap.add_argument("--artifact", required=True)
+    ap.add_argument("--dataset", default="beir:../shared/data/scifact:train")
+    ap.add_argument("--records", type=int, default=None, help="the first N exported records (default: all)")
+    ap.add_argument("--human-pool", type=int, default=300, help="as in downstream_scifact.py")
+    ap.add_argument("--seed", type=int, default=0, help="as in downstream_scifact.py")
+    ap.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args()
+
+    config = TrainConfig()
+    artifact = load_artifact(args.artifact)
+    dataset = load_dataset(args.dataset)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "records.jsonl"
+        export_records(args.store.expanduser(), path, overwrite=True, num_negatives=config.num_negatives)
+        judged = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    judged = judged[:args.records] if args.records is not None else judged
+    excluded, _ = excluded_claims(artifact, dataset.queries)
+    pool = sorted(q for q in dataset.judged_queries if q not in excluded)
+    random.Random(args.seed).shuffle(pool)
+    human_ids = pool[:args.human_pool][:len(judged)]
+    top_k = max((len(r["neg"]) + len(r["pos"]) for r in judged), default=8)
+    sets = {"judged": judged,
+            "source-only": source_only_records(args.store.expanduser(), judged, config.num_negatives),
+            "human": human_records(dataset, human_ids, top_k, config.num_negatives, judged[0]["instruction"])}
+
+    encoder = load_encoder(BASE)
+    corpus = dataset.require_corpus()
+    index = CorpusIndex.load_or_build(corpus, encoder, default_index_dir(corpus, encoder, INDEX_ROOT))
+    scored = {name: score_set(rows, encoder, index, config.scale) for name, rows in sets.items()}
+    summary = {name: summarize(rows) for name, rows in scored.items()}
+    crowding = by_density(sets["judged"], scored["judged"], index)
+    differences = {f"{b} - {a}": dict(zip(("diff", "ci_low", "ci_high"),
+                                          difference_ci([s["loss"] for s in scored[a]],
+                                                        [s["loss"] for s in scored[b]]), strict=True))
+                   for a, b in (("judged", "human"), ("source-only", "judged"))}
+
+    lines = ["# Teaching signal: the base encoder's loss on each training set, before training", "",
+             (f"Base {BASE}, InfoNCE at temperature {config.temperature} over each record's positive and its hard "
+             f"negatives (up to {config.num_negatives}); run store `{args.store}` (artifact {artifact.version}), "
+             f"the same sets as `downstream_scifact.py` (seed {args.seed})."), "",
+             ("| set | records | mean loss [95% CI] | median loss | loss < 0.1 | positive above every negative | "
+             "median margin (cos) | positive is the corpus's first hit |"), "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for name, s in summary.items():
+        lines.append(f"| {name} | {s['records']} | {s['loss']:.3f} [{s['loss_ci'][0]:.3f}, {s['loss_ci'][1]:.3f}] | "
+                     f"{s['loss_median']:.3f} | {s['share_loss_below_0.1']:.0%} | {s['positive_first']:.0%} | "
+                     f"{s['margin_median']:+.3f} | {s['corpus_rank1']:.0%} |")
+    lines += ["", "| difference of mean loss | Δ | 95% CI (bootstrap, independent sets) |", "|---|---:|---|"]
+    lines += [f"| {k} | {v['diff']:+.3f} | [{v['ci_low']:+.3f}, {v['ci_high']:+.3f}] |" for k, v in differences.items()]
+    lines += ["", (f"Judged records by their source document's neighbour density (mean cosine to its 5 nearest other "
+                  f"documents; Spearman with the loss {crowding['spearman']:.2f}, p {crowding['p']:.2g}):"), "",
+              "| density quarter | records | mean loss | median loss | positive above every negative |",
+              "|---|---:|---:|---:|---:|"]
+    lines += [f"| {q['density'][0]:.2f}-{q['density'][1]:.2f} | {q['records']} | {q['loss']:.3f} | "
+              f"{q['loss_median']:.3f} | {q['positive_first']:.0%} |" for q in crowding["quarters"]]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "teaching_signal.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (args.out / "teaching_signal.json").write_text(json.dumps(
+        {"store": str(args.store), "artifact": artifact.version, "base": BASE, "temperature": config.temperature,
+         "summary": summary, "differences": differences, "by_density": crowding, "per_record": scored}, indent=1) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
