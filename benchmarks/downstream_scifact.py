@@ -89,6 +89,19 @@ def excluded_claims(artifact: Any, queries: dict[str, str]) -> tuple[set[str], d
     return ids["few_shot"] | ids["calibration"], {k: len(v) for k, v in ids.items()}
 
 
+def claim_pool(dataset: Any, excluded: set[str], seed: int) -> list[str]:
+    """The judged claims that did not shape the artifact, in the seeded order whose head is the reserved human
+    pool, then the development split, then the evaluation claims."""
+    pool = sorted(q for q in dataset.judged_queries if q not in excluded)
+    random.Random(seed).shuffle(pool)
+    return pool
+
+
+def candidate_depth(records: list[dict[str, Any]]) -> int:
+    """How many candidates the run judged per query (positives plus negatives), for human pairs of the same depth."""
+    return max((len(r["neg"]) + len(r["pos"]) for r in records), default=8)
+
+
 def source_only_records(store_path: Path, judged: list[dict[str, Any]], num_negatives: int) -> list[dict[str, Any]]:
     """The judged records' queries, labelled without a judge: pos = the source document, neg = the other
     retrieved candidates in rank order."""
@@ -220,8 +233,7 @@ def main() -> None:
     print(f"{n_records} judged records from {args.store} ({summary.queries} stored queries, dropped "
           f"{summary.dropped})", flush=True)
 
-    pool = sorted(q for q in dataset.judged_queries if q not in excluded)
-    random.Random(args.seed).shuffle(pool)
+    pool = claim_pool(dataset, excluded, args.seed)
     n_human = args.human if args.human is not None else n_records
     if n_human > args.human_pool:
         raise SystemExit(f"--human {n_human} is more than the reserved pool (--human-pool {args.human_pool})")
@@ -230,7 +242,7 @@ def main() -> None:
     eval_ids = sorted(pool[args.human_pool + args.dev:])
 
     instruction = judged[0]["instruction"] if judged else retrieval_instruction({})
-    top_k = max((len(r["neg"]) + len(r["pos"]) for r in judged), default=8)
+    top_k = candidate_depth(judged)
     records = {"judged": judged_path}
     for first in sorted(set(args.also_first)):
         if not 0 < first < n_records:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from downstream_scifact import (
     INDEX_ROOT,
     bootstrap_mean_ci,
+    candidate_depth,
+    claim_pool,
     excluded_claims,
     human_records,
     source_only_records,
@@ -149,10 +150,8 @@ def main() -> None:
         judged = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     judged = judged[:args.records] if args.records is not None else judged
     excluded, _ = excluded_claims(artifact, dataset.queries)
-    pool = sorted(q for q in dataset.judged_queries if q not in excluded)
-    random.Random(args.seed).shuffle(pool)
-    human_ids = pool[:args.human_pool][:len(judged)]
-    top_k = max((len(r["neg"]) + len(r["pos"]) for r in judged), default=8)
+    human_ids = claim_pool(dataset, excluded, args.seed)[:args.human_pool][:len(judged)]
+    top_k = candidate_depth(judged)
     sets = {"judged": judged,
             "source-only": source_only_records(args.store.expanduser(), judged, config.num_negatives),
             "human": human_records(dataset, human_ids, top_k, config.num_negatives, judged[0]["instruction"])}
