@@ -46,6 +46,10 @@ class ConfigError(SyntraError):
     """A task spec, LM setting or option is invalid."""
 
 
+class OutputError(SyntraError):
+    """An output could not be written (a full disk, a quota); what the command read is left as it was."""
+
+
 class ArtifactError(SyntraError):
     """An artifact is missing, tampered with, or from an unsupported schema."""
 

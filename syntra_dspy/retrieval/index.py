@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from syntra_dspy.errors import ConfigError, InputError
+from syntra_dspy.outputs import check_replaceable_folder, swap_folder_into_place
 
 if TYPE_CHECKING:
     from syntra_dspy.retrieval.corpus import Corpus
@@ -185,7 +186,7 @@ class CorpusIndex:
                 "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             }
             (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-            _swap_into_place(tmp, index_dir)
+            swap_folder_into_place(tmp, index_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -286,38 +287,5 @@ def check_replaceable(index_dir: Path) -> None:
     """Refuse to replace anything but a folder this module wrote: only index files in it, and a ``meta.json``
     with the index marker and a fingerprint. An empty or missing folder is fine. Raises ConfigError."""
     hint = "give --index-dir a new or empty folder (the default is .syntra/index/<fingerprint>)"
-    if index_dir.is_symlink():
-        raise ConfigError("is a symlink; refusing to replace it", path=index_dir, field="index_dir", hint=hint)
-    if not index_dir.exists():
-        return
-    if not index_dir.is_dir():
-        raise ConfigError("exists and is not a folder; refusing to replace it", path=index_dir, field="index_dir",
-                          hint=hint)
-    names = sorted(p.name for p in index_dir.iterdir())
-    if not names:
-        return
-    foreign = [n for n in names if n not in _FILES]
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise ConfigError(f"is not an index folder (it holds {shown}); refusing to delete it", path=index_dir,
-                          field="index_dir", hint=hint)
-    meta = _read_meta(index_dir)
-    if meta is None or meta.get("kind") != KIND or not isinstance(meta.get("fingerprint"), str):
-        raise ConfigError("is not an index folder (no index marker and fingerprint in meta.json); refusing to "
-                          "delete it", path=index_dir, field="index_dir",
-                          hint="if it is an old index, delete it yourself; or " + hint)
-
-
-def _swap_into_place(tmp: Path, target: Path) -> None:
-    """Replace ``target`` with ``tmp`` so a reader sees the old or the new folder, never a mix."""
-    if not target.exists():
-        os.replace(tmp, target)
-        return
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        os.replace(old, target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    check_replaceable_folder(index_dir, marker=META_FILE, kind=KIND, files=_FILES, required=("fingerprint",),
+                             what="an index folder", field="index_dir", hint=hint)
