@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tau", type=float, default=0.6, help="cosine threshold for neighbours (default: 0.6)")
     p.add_argument("--seed", type=int, default=42, help="shuffle seed for selection (default: 42)")
     p.add_argument("--out", metavar="FILE", type=Path, default=None,
-                   help="with --select: write the selected ids, one per line")
+                   help="with --select: write the selected ids, one per line (a new file)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out (never the corpus, the task file, the index or a run store)")
     p.set_defaults(func=run)
 
 
@@ -57,8 +59,27 @@ def _corpus_source(args: argparse.Namespace) -> tuple[Path, str, EncoderSpec | s
     raise ConfigError("nothing to index", hint="give a task file (syntra index task.yaml) or --corpus PATH")
 
 
+def _check_out(args: argparse.Namespace, corpus: Path, index_dir: Path | None) -> None:
+    """Refuse, before any encoding, an --out that is one of this command's inputs or a run store (or a file
+    SQLite keeps beside one), and an existing file without --overwrite: the rules `syntra export` follows."""
+    from syntra_dspy.outputs import Protected, check_output_file, named_output
+    from syntra_dspy.production.owned import run_store_behind
+
+    out = named_output(args.out, example="./selected.txt")
+    protected = [Protected("corpus being indexed", corpus),
+                 Protected("index folder", index_dir if index_dir is not None else DEFAULT_INDEX_ROOT)]
+    if args.task:
+        protected.append(Protected("task file", Path(args.task)))
+    check_output_file(out, protected=protected, overwrite=args.overwrite)
+    store = run_store_behind(out)
+    if store is not None:
+        raise ConfigError(f"this is the run store {store} or a file SQLite keeps beside it; refusing to write "
+                          "over it", path=out, field="out", hint="choose another output path")
+
+
 def run(args: argparse.Namespace) -> int:
     """Build/reuse the index, print counts; with --select, select and optionally write the ids."""
+    from syntra_dspy.outputs import atomic_write_text, full_disk_is_clear
     from syntra_dspy.retrieval.corpus import read_corpus
     from syntra_dspy.retrieval.encoder import load_encoder
     from syntra_dspy.retrieval.index import CorpusIndex, index_fingerprint
@@ -69,14 +90,17 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None and args.select is False:
         raise ConfigError("--out writes the selected ids, so it needs --select", field="out")
     path, fmt, encoder_setting = _corpus_source(args)
+    if args.out is not None:
+        _check_out(args, path, args.index_dir)
     corpus = read_corpus(path, fmt)
     encoder = load_encoder(encoder_setting, device=args.device)
     fingerprint = index_fingerprint(corpus, encoder)
     index_dir = args.index_dir or DEFAULT_INDEX_ROOT / fingerprint[:12]
 
     started = time.perf_counter()
-    index = CorpusIndex.load_or_build(corpus, encoder, index_dir, batch_size=args.batch_size,
-                                      progress=not args.no_progress)
+    with full_disk_is_clear(index_dir, inputs=f"the corpus {path}"):
+        index = CorpusIndex.load_or_build(corpus, encoder, index_dir, batch_size=args.batch_size,
+                                          progress=not args.no_progress)
     print(f"corpus: {len(corpus)} documents ({fmt}) from {path}")
     print(f"index: {len(index)} vectors x {index.dim} dims, encoder {encoder.id}, "
           f"in {index_dir} ({time.perf_counter() - started:.1f}s)")
@@ -87,9 +111,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"selected: {len(selected)} documents (tau={args.tau}, seed={args.seed}, "
               f"target={'all' if args.select is None else args.select})")
         if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = args.out.with_name(args.out.name + ".tmp")
-            tmp.write_text("".join(f"{doc_id}\n" for doc_id in selected), encoding="utf-8")
-            tmp.replace(args.out)
+            with full_disk_is_clear(args.out, inputs=f"the corpus {path} and the index"):
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(args.out, "".join(f"{doc_id}\n" for doc_id in selected))
             print(f"wrote {args.out}")
     return 0

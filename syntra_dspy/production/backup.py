@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from syntra_dspy.cache import sha256_file
+from syntra_dspy.outputs import Protected, clash
+from syntra_dspy.production.owned import run_inputs, store_files
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.production.store_file import StoreError
 
@@ -48,15 +50,33 @@ def backup_store(store: str | Path, out: str | Path, *, overwrite: bool = False)
     integrity-checked and read back as a run store before it is moved into place, so a failed backup leaves
     any earlier copy untouched."""
     store, out = Path(store), Path(out)
-    if out.exists() and not overwrite:
-        raise StoreError("the backup destination exists", path=out, hint="pass --overwrite to replace it")
+    _check_destination(store, out, store_files(store), overwrite)  # before the store is opened, as files go
+    with RunStore.open(store, readonly=True) as source:
+        _check_destination(store, out, run_inputs(store, source.meta()), overwrite)  # its corpus, its artifact
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return _copy(source, store, out)
+
+
+def _check_destination(store: Path, out: Path, owned: list[Protected], overwrite: bool) -> None:
+    """Refuse, before anything is written, a destination that is one of the run's own files (the store, a file
+    SQLite keeps beside it such as ``-wal``, its corpus or artifact: --overwrite never allows those), an existing
+    file without ``overwrite``, or a folder."""
     if out.exists() and _same_file(store, out):
         raise StoreError("the backup destination is the run store itself", path=out, hint="name another file")
+    item = clash(out, owned)
+    if item is not None:
+        raise StoreError(f"the backup destination is the {item.label} ({item.path}); refusing to write over it, "
+                         "even with --overwrite", path=out, hint="name another file, e.g. run-copy.db")
+    if out.exists() and not overwrite:
+        raise StoreError("the backup destination exists", path=out, hint="pass --overwrite to replace it")
     if out.is_dir():
         raise StoreError("the backup destination is a folder", path=out, hint="name a file, e.g. run-copy.db")
-    out.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _copy(source: RunStore, store: Path, out: Path) -> BackupSummary:
+    """Copy, check and compress beside ``out``, then rename into place."""
     compress = out.suffix == ".gz"
-    with RunStore.open(store, readonly=True) as source, tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         plain = Path(tmp) / "store.db"
         problems = source.copy_to(plain)
         if problems != ["ok"]:

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.outputs import Protected, atomic_write_text, check_output_file
+from syntra_dspy.outputs import (
+    Protected,
+    atomic_write_text,
+    check_output_file,
+    check_replaceable_folder,
+    swap_folder_into_place,
+)
+from syntra_dspy.production.owned import run_inputs
 from syntra_dspy.production.records import (
     DROP_REASONS,
     FORMATS,
@@ -37,6 +44,8 @@ from syntra_dspy.redact import redact
 from syntra_dspy.signatures.types import label_class
 
 META_SUFFIX = ".meta.json"
+#: The marker ``--format hf`` leaves in its folder, listing the files it wrote: only such a folder is replaced.
+HF_MARKER, HF_KIND = "syntra-export.json", "syntra-export-hf"
 _BATCH = 256
 
 
@@ -149,7 +158,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
     with RunStore.open(store, readonly=True) as run:
         meta = run.meta()
         relabeller = load_relabeller(run, judge) if judge is not None else None
-        protected = _inputs(Path(store), meta)
+        protected = run_inputs(Path(store), meta)  # the store and its companions, the corpus, the artifact
         meta_path = out.with_name(out.name + META_SUFFIX)
         if format == "jsonl":
             check_output_file(out, protected=protected, overwrite=overwrite)
@@ -194,33 +203,16 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
     return summary
 
 
-def _inputs(store: Path, meta: dict[str, Any]) -> list[Protected]:
-    """What an export reads and must never replace: the store and its companions, the corpus, the artifact."""
-    items = [Protected("run store", store)]
-    items += [Protected("run store's companion file", store.with_name(store.name + suffix))
-              for suffix in ("-wal", "-shm", "-journal", ".lock")]
-    corpus = meta.get("settings", {}).get("corpus", {}).get("path")
-    if corpus:
-        items.append(Protected("corpus of this run", Path(corpus)))
-    artifact = meta.get("artifact", {}).get("path")
-    if artifact:
-        items.append(Protected("artifact of this run", Path(artifact)))
-    return items
-
-
 def _check_hf_out(out: Path, protected: list[Protected], overwrite: bool) -> None:
     """A ``datasets`` folder replaces ``out`` whole: refuse anything but an earlier export's folder."""
     for item in protected:
         if item.covers(out) or out.resolve() in item.path.resolve().parents:
             raise ConfigError(f"holds or is the {item.label} ({item.path}); refusing to replace it", path=out,
                               field="out", hint="choose another output folder")
-    if out.is_symlink():
-        raise ConfigError("is a symlink; refusing to write through it", path=out, field="out")
-    if not out.exists():
+    check_replaceable_folder(out, marker=HF_MARKER, kind=HF_KIND, what="a dataset folder `syntra export` wrote",
+                             field="out", hint="choose another --out")
+    if not out.exists() or not any(out.iterdir()):
         return
-    if not out.is_dir() or not (out / "dataset_info.json").is_file():
-        raise ConfigError("exists and is not a dataset folder; refusing to replace it", path=out, field="out",
-                          hint="choose another --out")
     if not overwrite:
         raise ConfigError("already exists", path=out, field="out",
                           hint="pass --overwrite to replace it, or choose another path")
@@ -240,9 +232,11 @@ def _write_hf(jsonl: Path, out: Path, tmp_dir: Path) -> None:
         ds = Dataset.from_dict({name: [] for name in features}, features=features)
     staged = tmp_dir / "dataset"
     ds.save_to_disk(str(staged))
-    if out.exists():  # checked by _check_hf_out: an earlier export's dataset folder, replacing it was asked for
-        shutil.rmtree(out)
-    os.replace(staged, out)
+    written = sorted(p.name for p in staged.iterdir())
+    (staged / HF_MARKER).write_text(json.dumps({"kind": HF_KIND, "files": written}, indent=2) + "\n",
+                                    encoding="utf-8")
+    # checked by _check_hf_out: missing, empty, or an earlier export's folder that replacing was asked for
+    swap_folder_into_place(staged, out)
 
 
 def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: int = 7, positives: str = "all",

@@ -111,6 +111,7 @@ def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[s
                 raise ConfigError(f"this run was started with generator {first!r}, not {generator_info.get('model')!r}",
                                   path=store_path, field="generator",
                                   hint="pass the same --generator (a new address is fine), or use a new --store")
+            _absolute_corpus(store, meta, inputs)
             return store
         art, meta = inputs.artifact, inputs.artifact.meta
         definition = meta.task_definition.model_dump(mode="json")
@@ -126,8 +127,8 @@ def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[s
                       "max_doc_chars": meta.settings.max_doc_chars,
                       "selection_tau": meta.settings.selection_tau,
                       "seed": meta.settings.seed,
-                      "corpus": {"path": inputs.corpus.source, "fingerprint": inputs.corpus.fingerprint,
-                                 "documents": len(inputs.corpus)},
+                      "corpus": {"path": recorded_corpus_path(inputs.corpus.source),
+                                 "fingerprint": inputs.corpus.fingerprint, "documents": len(inputs.corpus)},
                       "encoder": inputs.encoder.id, "index_fingerprint": inputs.index.fingerprint,
                       "candidates": candidates_record(inputs)},
             generator=generator_info,
@@ -136,6 +137,26 @@ def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[s
     except BaseException:
         store.close()
         raise
+
+
+def recorded_corpus_path(source: str | None) -> str | None:
+    """The corpus as the store records it: absolute and resolved, so a command run later from another folder
+    (``export --out``, ``backup``) still knows which file the run read and never writes over it."""
+    if not source or source.startswith("<"):  # "<memory>": built in memory, no file
+        return source
+    return str(Path(source).resolve())
+
+
+def _absolute_corpus(store: RunStore, meta: dict[str, Any], inputs: ProductionInputs) -> None:
+    """A store made before corpus paths were recorded absolute names its corpus relative to a folder it did not
+    record: resuming it over the same documents records the absolute path, which later commands guard."""
+    settings = meta.get("settings") or {}
+    corpus = settings.get("corpus") or {}
+    path = corpus.get("path")
+    if isinstance(path, str) and path and not path.startswith("<") and not Path(path).is_absolute() \
+            and corpus.get("fingerprint") == inputs.corpus.fingerprint:
+        absolute = recorded_corpus_path(inputs.corpus.source)
+        store.set_meta(settings={**settings, "corpus": {**corpus, "path": absolute}})
 
 
 def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:

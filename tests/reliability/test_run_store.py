@@ -4,6 +4,7 @@ be sidestepped, and a full disk is a clear error that leaves the store intact.""
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from pathlib import Path
 
@@ -74,6 +75,15 @@ def test_store_lock_holds_through_a_symlinked_path(tmp_path):
     with RunStore.open(link):
         with pytest.raises(StoreError, match="another `syntra produce`"):
             RunStore.open(real)
+
+
+def test_store_lock_holds_through_a_hard_link(tmp_path):
+    real = tmp_path / "run.db"
+    RunStore.open(real).close()
+    hard = tmp_path / "hard.db"
+    os.link(real, hard)
+    with RunStore.open(real), pytest.raises(StoreError, match="another `syntra produce`"):
+        RunStore.open(hard)
 
 
 def test_store_lock_holds_after_the_lock_file_is_deleted(tmp_path):
