@@ -136,6 +136,30 @@ class LMTimeout(_Strict):
         return value
 
 
+def server_address_problem(base: str) -> str | None:
+    """What is wrong with a served model's address, or None when it is a plain ``http(s)://host[:port]/path``.
+
+    Checked before any connection or DNS lookup, and the answer never quotes the address: credentials in it
+    (``http://user:KEY@host``) would reach the resolver as part of a host name, and the terminal in an echo.
+    """
+    try:
+        parts = urlsplit(base.strip())
+        _port = parts.port  # raises for a port out of range or not a number
+    except ValueError as exc:
+        why = ("an IPv6 address needs its closing ]" if "IPv6" in str(exc)
+               else "the port must be a number from 0 to 65535" if "Port" in str(exc) else "malformed")
+        return f"is not a valid server address ({why}); e.g. http://host:8000/v1 or http://[::1]:8000/v1"
+    if parts.scheme not in ("http", "https"):
+        shown = f"{parts.scheme}://" if parts.scheme else "no scheme"
+        return f"is not an http(s) server address ({shown}); e.g. http://host:8000/v1"
+    if "@" in parts.netloc:
+        return ("holds credentials (user:password@host); an address must not carry a key: put the key in an "
+                "environment variable and name it with api_key_env (--api-key-env VAR)")
+    if not parts.hostname:
+        return "has no host name; e.g. http://host:8000/v1"
+    return None
+
+
 class LMSpec(_Strict):
     """One LM role: a DSPy/LiteLLM model string (or 'embedded[:name]'), with an optional server address.
 
@@ -146,6 +170,9 @@ class LMSpec(_Strict):
     ``schema_form`` says how a structured step's JSON schema reaches the server (default: by model route, see
     :mod:`syntra_dspy.lm.schema_forms`).
     """
+
+    # A refused address may hold a credential: pydantic would quote it in its error message.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     model: str = "embedded"
     api_base: str | list[str] | None = None
@@ -160,15 +187,20 @@ class LMSpec(_Strict):
     @field_validator("api_base")
     @classmethod
     def _addresses(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if not isinstance(value, list):
+        if value is None:
+            return value
+        if isinstance(value, str):
+            problem = server_address_problem(value)
+            if problem:
+                raise ValueError(f"api_base {problem}")
             return value
         if not value:
             raise ValueError("api_base is an empty list; give one server address or several")
         seen: set[str] = set()
         for i, base in enumerate(value):
-            parts = urlsplit(base.strip())
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"api_base[{i}] is not an http(s) server address; e.g. http://host:8000/v1")
+            problem = server_address_problem(base)
+            if problem:
+                raise ValueError(f"api_base[{i}] {problem}")
             key = base.strip().rstrip("/")
             if key in seen:
                 raise ValueError(f"api_base[{i}] repeats an earlier address; list each server once")

@@ -128,7 +128,7 @@ def test_describe_never_leaks_a_key(monkeypatch):
     spec = LMRolesSpec(
         generator=LMSpec(
             model="openai/gpt-4o-mini",
-            api_base="https://bob:hunter2@api.example/v1?token=t0k",
+            api_base="https://api.example/v1?token=t0k",  # user:password@ is refused (tests/reliability)
             api_key_env="SYNTRA_TEST_KEY",
         ),
         verifier=LMSpec(model="embedded:qwen2.5-coder-0.5b"),

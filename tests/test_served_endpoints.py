@@ -135,7 +135,7 @@ def test_retry_with_backoff_when_every_endpoint_is_rate_limited():
 def test_task_file_api_base_list_builds_a_routed_role_without_secrets():
     task = parse_task({"name": "t", "corpus": {"path": "c.jsonl"}, "examples": [{"query": "q", "positive_id": "1"}] * 3,
                        "lms": {"generator": {"model": "hosted_vllm/m", "schema_form": "guided_json",
-                                             "api_base": ["http://u:pw@10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"]}}},
+                                             "api_base": ["http://10.0.0.1:8000/v1?key=pw", "http://10.0.0.2:8000/v1"]}}},
                       source="task.yaml")
     roles = LMRoles.from_spec(task.lms)
     assert isinstance(roles.generator.engine, RoutedEngine) and isinstance(roles.refiner.engine, RoutedEngine)

@@ -17,7 +17,7 @@ from syntra_dspy.lm.endpoints import DEFAULT_COOLDOWN, RoutedEngine
 from syntra_dspy.lm.guarded import CallPolicy, GuardedLM
 from syntra_dspy.lm.schema_forms import LITELLM_FORMS, StructuredOutput, default_form
 from syntra_dspy.redact import redact, register_secret
-from syntra_dspy.task import LMRolesSpec, LMSpec, LMTimeout
+from syntra_dspy.task import LMRolesSpec, LMSpec, LMTimeout, server_address_problem
 
 ROLES = ("generator", "verifier", "refiner")
 DEFAULT_TEMPERATURE = 0.0
@@ -25,6 +25,8 @@ DEFAULT_MAX_TOKENS = 2048
 EMBEDDED = "embedded"
 
 _FLAG = re.compile(r"^(?P<model>.*?)@(?P<base>https?://\S+)$")
+# What a user meant as an address but is not an http(s) one: "@ftp://...", "@file:///...", "@host:8000/v1".
+_NOT_HTTP = re.compile(r"@(?:[A-Za-z][A-Za-z0-9+.\-]*://|[\w.\-]+:\d+(?:/|$))")
 
 
 def _check_role(role: str) -> None:
@@ -45,7 +47,10 @@ def sanitize_api_base(api_base: str | None) -> str | None:
     """The server address without user:password, query string or fragment (safe for manifests and logs)."""
     if not api_base:
         return api_base
-    parts = urlsplit(api_base)
+    try:
+        parts = urlsplit(api_base)
+    except ValueError:  # e.g. an unclosed IPv6 bracket in an address read from an artifact
+        return "<malformed address>"
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
@@ -167,8 +172,15 @@ def parse_lm_flag(value: str) -> LMSpec:
     model, api_base = (match["model"], match["base"]) if match else (text, None)
     if not model:
         raise ConfigError(f"no model in LM flag {redact(value)!r}", hint="use MODEL or MODEL@http://host:port/v1")
-    if api_base is not None and not urlsplit(api_base).hostname:
-        raise ConfigError(f"bad server address in LM flag {redact(value)!r}", hint="use MODEL@http://host:port/v1")
+    # A model name may hold "@" (claude-3@20240620), but not a bare "@" or a non-http address after one: taken as
+    # part of the name, it would silently go to the provider's default server (localhost:8000 for hosted_vllm).
+    if match is None and (text.endswith("@") or _NOT_HTTP.search(text)):
+        raise ConfigError(f"LM flag {redact(value)!r} has no http(s) server address after its '@'",
+                          hint="use MODEL or MODEL@http://host:port/v1; only http and https servers are reached")
+    problem = server_address_problem(api_base) if api_base is not None else None
+    if problem:
+        raise ConfigError(f"the server address in LM flag {redact(value)!r} {problem}",
+                          hint="use MODEL@http://host:port/v1")
     return LMSpec(model=model, api_base=api_base)
 
 

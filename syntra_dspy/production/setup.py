@@ -24,6 +24,7 @@ from syntra_dspy.errors import ArtifactError, ConfigError, DependencyError
 from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.lm.embedded import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
+from syntra_dspy.redact import redact
 from syntra_dspy.manifest import CorpusRecord, EncoderRecord, Manifest
 from syntra_dspy.production.pipeline import UnitSettings
 from syntra_dspy.retrieval.context import CorpusContext
@@ -212,7 +213,8 @@ def resolve_generator_spec(meta: Manifest, generator: str | list[str] | LMSpec |
         return LMSpec.model_validate({**spec.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=str(first["loc"][0])) from None
+        raise ConfigError(f"{first['msg']}, got {redact(repr(first.get('input')))}",
+                          field=str(first["loc"][0])) from None
 
 
 def resolve_generator(meta: Manifest, generator: str | list[str] | LMSpec | dspy.LM | None,
