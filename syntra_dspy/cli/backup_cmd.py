@@ -22,9 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from syntra_dspy.outputs import full_disk_is_clear
     from syntra_dspy.production.backup import backup_store
 
-    summary = backup_store(args.store, args.out, overwrite=args.overwrite)
+    with full_disk_is_clear(args.out, inputs="the run store"):
+        summary = backup_store(args.store, args.out, overwrite=args.overwrite)
     if args.json:
         print(json.dumps({**dataclasses.asdict(summary), "out": str(summary.out)}, indent=2))
     else:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from syntra_dspy.cli._args import positive_int
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.outputs import full_disk_is_clear, named_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
     options = {"negatives": args.negatives, "num_negatives": args.num_negatives, "positives": args.positives,
                "include_unretrieved_source": args.include_unretrieved_source, "include_partial": args.include_partial}
     if args.out is not None:
-        summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction,
-                                 overwrite=args.overwrite, judge=args.judge, **options)
+        named_output(args.out, example="./records" if args.format == "hf" else "./train.jsonl")
+        with full_disk_is_clear(args.out, inputs="the run store, its corpus and its artifact"):
+            summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction,
+                                     overwrite=args.overwrite, judge=args.judge, **options)
         dropped = ", ".join(f"{k} {v}" for k, v in summary.dropped.items() if v) or "none"
         print(f"wrote {summary.records} records from {summary.queries} queries to {summary.out} "
               f"(dropped: {dropped}); metadata in {summary.meta_path}")

@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import dspy
 
-from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete, is_retryable, stops_run
+from syntra_dspy.errors import (
+    BlueprintsIncomplete,
+    CallCancelled,
+    LMOutputError,
+    QueriesIncomplete,
+    is_retryable,
+    stops_run,
+)
 from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.lm.usage import UsageMeter, submit_in_context
 from syntra_dspy.production.units import (
@@ -133,6 +140,12 @@ class DocumentPipeline:
         self.settings = settings
         self.slots = slots
         self.chunk_pool = chunk_pool
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """The run is stopping (a second Ctrl-C, a full disk, a fatal backend error): nothing more is committed,
+        so a document still in flight stays pending, whatever error its abandoned calls end in."""
+        self._stopped.set()
 
     def run(self, doc_id: str, resample: int = 0, kept: KeptWork | None = None) -> DocumentResult:
         """Process one document; never raises for LM or backend trouble (it is in the result instead).
@@ -221,6 +234,10 @@ class DocumentPipeline:
         except Exception as exc:  # noqa: BLE001 - recorded with its stage; the run goes on
             if stops_run(exc):
                 raise  # a wrong key, a broken endpoint, an abandoned call: the runner stops; nothing is recorded
+            if self._stopped.is_set():  # e.g. its chunks found the pools shut down: not a failure of the document
+                logger.info("document %s left pending: the run stopped while it was at %s (%s); a rerun does it",
+                            doc_id, stage, describe_error(exc))
+                raise CallCancelled("the run stopped") from exc
             if isinstance(exc, LMOutputError):
                 result.fail(exc.stage or stage, classify(exc), str(exc), answer_detail(exc))
             else:

@@ -103,6 +103,8 @@ def _open_run(store_path: Path, inputs: ProductionInputs, generator_info: dict[s
         meta = store.meta()
         wanted = run_identity(inputs)
         if "identity" in meta:
+            if meta["identity"].get("top_k", 0) > wanted["top_k"] == len(inputs.corpus):
+                wanted["top_k"] = meta["identity"]["top_k"]  # started before top_k was capped: same retrieval
             check_compatible(meta["identity"], wanted, path=store_path)
             if meta["artifact"]["version"] != inputs.artifact.version:
                 raise ConfigError("this run store belongs to another artifact version", path=store_path)
@@ -320,6 +322,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                         inflight.discard(future)
                     if fatal is not None:
                         stopping, status = True, "aborted"
+                        pipeline.stop()
                         cancel_calls(lm)  # documents in flight stay pending; a rerun does them
                         inflight.clear()
                         break
@@ -330,6 +333,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                         inflight = {f for f in inflight if not f.cancelled()}
                 except KeyboardInterrupt:
                     if stopping and status == "interrupted":
+                        pipeline.stop()
                         cancel_calls(lm)  # wake workers waiting on a call or a retry; nothing more is committed
                         raise RunAbandoned from None
                     stopping, status = True, "interrupted"
@@ -340,6 +344,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
                                    "second SIGTERM does too)",
                                    len(inflight))
     finally:
+        pipeline.stop()  # whatever ended the loop (a full disk too), what is still in flight stays pending
         doc_pool.shutdown(wait=False, cancel_futures=True)
         chunk_pool.shutdown(wait=False, cancel_futures=True)
     ledger.conclude(status, fatal, retry_failed=retry_failed)

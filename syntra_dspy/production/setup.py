@@ -153,6 +153,10 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
                           path=index.path, hint="delete the cached index folder so it is rebuilt")
     if docs.fingerprint != fps.corpus:
         logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
+    if top_k > len(docs):  # retrieval cannot return more; an absurd value must not reach a C library as is
+        logger.warning("top_k (--top-k) %d is more than the corpus's %d documents: every query retrieves all %d",
+                       top_k, len(docs), len(docs))
+        top_k = len(docs)
     return ProductionInputs(artifact, context, UnitSettings(queries_per_doc, top_k, chunk, source))
 
 
