@@ -76,7 +76,11 @@ def test_default_export_keeps_every_query_with_a_positive_and_a_hard_negative(st
     first = records["d1#q0"]
     assert first["pos_ids"] == ["d1", "a"] and first["neg_ids"] == ["b", "e"]
     assert first["pos"] == [text("d1"), text("a")] and first["neg"] == [text("b"), text("e")]
-    assert first["labels"] == {"d1": 3, "a": 2, "b": 1, "c": 0, "e": 1}
+    assert {g["doc_id"]: g["label"] for g in first["labels"]} == {"d1": 3, "a": 2, "b": 1, "c": 0, "e": 1}
+    assert [g["rank"] for g in first["labels"]] == [0, 1, 2, 3, 4] and first["labels"][1]["retrieval_score"] == 0.9
+    # a judge that grades nothing leaves the teacher scores empty, one per text
+    assert first["pos_scores"] == [None, None] and first["neg_scores"] == [None, None]
+    assert first["labels"][0]["score"] is None and first["labels"][0]["expected"] is None
     assert first["source_doc_id"] == "d1" and first["source_retrieved"] and first["source_label"] == 3
     assert first["artifact_version"] == "v123" and first["query"] == "claim one"
     assert first["instruction"] == ("Given a biomedical research claim, retrieve a scientific paper abstract that "
@@ -120,7 +124,7 @@ def test_unretrieved_source_and_partial_queries_only_on_request(store, tmp_path)
     records = by_id(tmp_path / "t.jsonl")
     q = records["d1#q1"]
     assert q["pos_ids"] == ["d1", "a"] and q["source_label"] is None and not q["source_retrieved"]
-    assert records["d1#q4"]["pos_ids"] == ["d1", "a"] and records["d1#q4"]["labels"] == {"a": 2, "b": 1}
+    assert records["d1#q4"]["pos_ids"] == ["d1", "a"] and [(g["doc_id"], g["label"]) for g in records["d1#q4"]["labels"]] == [("a", 2), ("b", 1)]
 
 
 def test_hf_format_loads_with_load_from_disk_and_the_training_loader(store, tmp_path):
@@ -131,7 +135,8 @@ def test_hf_format_loads_with_load_from_disk_and_the_training_loader(store, tmp_
     export_records(store, tmp_path / "hf", format="hf")
     ds = load_from_disk(str(tmp_path / "hf"))
     assert ds.num_rows == 3 and ds[0]["pos_ids"] == ["d1", "a"]
-    assert ds[0]["labels"][0] == {"doc_id": "d1", "label": 3}
+    assert ds[0]["labels"][0] == {"doc_id": "d1", "rank": 0, "label": 3, "score": None, "expected": None,
+                                  "probs": None, "bm25": None, "retrieval_score": 1.0}
     data = load_training_data(tmp_path / "hf")
     assert len(data) == 3 and data.provenance()["artifact_version"] == "v123"
     assert data.provenance()["artifact_checksum"] == "c456"
@@ -196,6 +201,18 @@ def test_cli_needs_out_or_stats(store, tmp_path, capsys):
     assert main(["export", str(store), "--stats", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["records"] == 3
     assert main(["export", str(tmp_path / "missing.db"), "--stats"]) == 2
+
+
+def test_stats_say_what_the_records_can_still_teach_an_encoder(store, capsys):
+    """``--stats --encoder``: the encoder's loss on the records before training; a store of a written judge has
+    no grades, so no teacher line (the graded case: tests/test_produce_graded.py and test_distillation.py)."""
+    assert main(["export", str(store), "--encoder", "all-MiniLM-L6-v2"]) == 2
+    assert "--stats" in capsys.readouterr().err
+    assert main(["export", str(store), "--stats", "--encoder", "all-MiniLM-L6-v2", "--json"]) == 0
+    teaching = json.loads(capsys.readouterr().out)["teaching"]
+    assert teaching["records"] == 3 and teaching["teachers"] == {} and 0 <= teaching["positive_first"] <= 1
+    assert main(["export", str(store), "--stats", "--encoder", "all-MiniLM-L6-v2"]) == 0
+    assert "teaching   for all-MiniLM-L6-v2, before training: InfoNCE loss" in capsys.readouterr().out
 
 
 def test_cli_lists_failures_with_the_last_rejected_answer(store, capsys):

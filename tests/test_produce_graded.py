@@ -217,7 +217,12 @@ def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_gradi
         contexts = list_contexts([r[3] for r in group], [r[2] for r in group], [True] * len(group))
         expected_labels[query_id] = {r[1]: lower.label(r[3], r[2], c) for r, c in zip(group, contexts)}
     records = [json.loads(line) for line in (tmp_path / "lower.jsonl").read_text().splitlines()]
-    assert records and all(r["labels"] == expected_labels[r["query_id"]] for r in records)
+    assert records and all({g["doc_id"]: g["label"] for g in r["labels"]} == expected_labels[r["query_id"]]
+                           for r in records)
+    # the scores are the recalibrated judge's too: each positive's is at or above its cut, each negative's below
+    cut = lower.positive_threshold
+    assert all(s >= cut for r in records for s in r["pos_scores"])
+    assert all(s < cut for r in records for s in r["neg_scores"])
     report = json.loads((tmp_path / "lower.jsonl.meta.json").read_text())["labels_from"]
     assert report["artifact"].endswith(derived.name) and report["changed"] > 0
     assert set(report["transitions"]) <= {"hard_negative->positive", "easy_negative->positive"}
@@ -227,3 +232,56 @@ def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_gradi
                                                                              "it states the claim's finding.")
     with pytest.raises(ConfigError, match="another prompt"):
         export_records(store, tmp_path / "other.jsonl", judge=stricter)
+
+
+def test_export_carries_the_judges_grades_for_every_positive_and_negative(tmp_path_factory, minilm, tmp_path):
+    """Each record holds the teacher score of every positive and negative (``pos_scores``/``neg_scores``, in the
+    order of ``pos``/``neg``) and, per judged candidate, its label, calibrated score, E, p(0..3), BM25 score and
+    retrieval cosine, the same in JSONL and in a datasets folder, and the training loader reads them back."""
+    from syntra_dspy.production import export_records
+    from syntra_dspy.training import load_training_data
+    from syntra_dspy.training.teachers import TEACHERS, Teacher
+
+    art, index = mini_artifact(tmp_path_factory, judge="graded", feature="hybrid")
+    store = tmp_path / "run.db"
+    produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm, progress=False,
+            docs=2, queries_per_doc=QUERIES, top_k=K, concurrency=1)
+    stored = {(q, d): (label, score, e, (p0, p1, p2, p3), bm25, cos)
+              for q, d, label, score, e, p0, p1, p2, p3, bm25, cos in rows(store, "SELECT c.query_id, c.doc_id, c.label, g.judge_score, g.expected, g.p0, g.p1, g.p2, "
+                             "g.p3, g.lexical, c.score FROM candidates c JOIN grades g USING (query_id, rank)")}
+    # the tiny scripted run has no positive under its own cut: label with a lower cut of the same judge (the
+    # calibrated score is the same function, so the scores stay the run's)
+    original = load_artifact(art)
+    cut = sorted(v[1] for v in stored.values())[len(stored) // 2]
+    lower = _derived(original, tmp_path / "artifacts",
+                     judge=original.program.state.judge.model_copy(update={"positive_threshold": cut}))
+    export_records(store, tmp_path / "r.jsonl", negatives="hard+easy", judge=lower)
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert records
+    for r in records:
+        q = r["query_id"]
+        assert r["pos_scores"] == pytest.approx([stored[(q, d)][1] for d in r["pos_ids"]])
+        assert r["neg_scores"] == pytest.approx([stored[(q, d)][1] for d in r["neg_ids"]])
+        assert min(r["pos_scores"]) >= cut > max(r["neg_scores"])
+        assert r["prompt"] == r["instruction"]
+        ranks = [g["rank"] for g in r["labels"]]
+        assert ranks == sorted(ranks) and len(r["labels"]) == sum(1 for key in stored if key[0] == q)
+        for g in r["labels"]:
+            _, score, e, probs, bm25, cos = stored[(q, g["doc_id"])]
+            assert (g["expected"], tuple(g["probs"]), g["bm25"], g["retrieval_score"]) == (e, probs, bm25, cos)
+            assert g["score"] == pytest.approx(score) and (g["label"] >= 2) == (g["score"] >= cut)
+    export_records(store, tmp_path / "hf", format="hf", negatives="hard+easy", judge=lower)
+    from datasets import load_from_disk
+
+    hf = load_from_disk(str(tmp_path / "hf"))
+    assert hf["pos_scores"] == [r["pos_scores"] for r in records]
+    assert [[g["doc_id"] for g in row] for row in hf["labels"]] == [[g["doc_id"] for g in r["labels"]] for r in records]
+    for path in (tmp_path / "r.jsonl", tmp_path / "hf"):
+        data = load_training_data(path)
+        first = data.records[0]
+        assert [g["score"] for g in first.pos_grades] == records[0]["pos_scores"]
+        assert [g["bm25"] for g in first.neg_grades] == [stored[(records[0]["query_id"], d)][4]
+                                                       for d in records[0]["neg_ids"]]
+        for name in TEACHERS:  # every teacher can score these records
+            pos, neg = Teacher(name).score(first)
+            assert len(pos) == len(first.pos) and len(neg) == len(first.neg)

@@ -252,7 +252,7 @@ def test_prompts_follow_the_base_model() -> None:
 def test_loss_follows_the_settings(minilm) -> None:
     from sentence_transformers.sentence_transformer import losses
 
-    from syntra_dspy.training.train import _loss
+    from syntra_dspy.training.losses import build_loss as _loss
 
     default = _loss(minilm.model, TrainConfig())
     assert isinstance(default, losses.CachedMultipleNegativesRankingLoss)
@@ -266,7 +266,7 @@ def test_the_bounded_memory_loss_equals_the_plain_one(minilm, records_file: Path
     one forward pass over every text of the step: only memory differs (dropout off, so both see the same model)."""
     import torch
 
-    from syntra_dspy.training.train import _loss
+    from syntra_dspy.training.losses import build_loss as _loss
 
     model = minilm.model
     rows = [json.loads(line) for line in records_file.read_text(encoding="utf-8").splitlines()][:6]

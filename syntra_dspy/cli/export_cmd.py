@@ -39,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "--stats still describes the stored labels")
     p.add_argument("--stats", action="store_true", help="print counts, label distribution and drop reasons")
     p.add_argument("--json", action="store_true", help="with --stats: print them as JSON")
+    p.add_argument("--encoder", default=None, metavar="MODEL",
+                   help="with --stats: also report how much the records can still teach this embedding model before "
+                        "any training (InfoNCE loss, share of positives it already ranks first, and where each "
+                        "judge-grade teacher disagrees with it); encodes the records' texts once (minutes)")
     p.add_argument("--qrels", type=Path, default=None, metavar="QRELS",
                    help="with --stats: TREC or BEIR qrels of the produced queries (by query id) to measure the "
                         "labels' agreement with")
@@ -51,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.production import compute_stats, export_records, format_stats
 
+    if args.encoder is not None and not args.stats:
+        raise ConfigError("--encoder measures what the records can teach it", hint="give --stats with it")
     if args.judge is not None and args.out is None:
         raise ConfigError("--judge labels exported records", hint="give --out FILE with it")
     if args.out is None and not args.stats and not args.failures:
@@ -68,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
               f"(dropped: {dropped}); metadata in {summary.meta_path}")
     if args.stats:
         stats = compute_stats(args.store, qrels=args.qrels, **options)
+        if args.encoder is not None:
+            from syntra_dspy.production.export import teaching_stats
+
+            stats["teaching"] = teaching_stats(args.store, args.encoder, **options)
         print(json.dumps(stats, indent=2, ensure_ascii=False) if args.json else format_stats(stats))
     if args.failures:
         from syntra_dspy.production import list_failures

@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 
 from syntra_dspy.cli._child import in_child, rerun_in_child
-from syntra_dspy.training.config import DEFAULT_QUERY_FORMAT, TrainConfig
+from syntra_dspy.training.config import DEFAULT_QUERY_FORMAT, LOSSES, PRECISIONS, TrainConfig
+from syntra_dspy.training.teachers import TEACHERS
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+_CHOICES = {"loss": LOSSES, "teacher": TEACHERS, "precision": PRECISIONS}
 
 # (flag, TrainConfig field, type, help); the default shown is TrainConfig's, so there is one source.
 _OPTIONS = (
@@ -31,8 +33,15 @@ _OPTIONS = (
     ("--negatives", "num_negatives", int,
      "hard negatives per query, repeated when a record has fewer (0: in-batch negatives only)"),
     ("--temperature", "temperature", float, "InfoNCE temperature (loss scale = 1/temperature)"),
-    ("--loss", "loss", str, ("cached-mnrl (the same loss and gradients as mnrl, in bounded memory) or mnrl "
-                             "(every text of a step in one forward pass: several times the memory)")),
+    ("--loss", "loss", str, ("InfoNCE from the labels: cached-mnrl (bounded memory) or mnrl (the same loss, every "
+                             "text of a step in one forward pass: several times the memory); or distillation from "
+                             "the judge's grades the records carry: margin-mse (MarginMSELoss) or distill-kl "
+                             "(DistillKLDivLoss)")),
+    ("--teacher", "teacher", str, ("with a distillation loss, which judge score teaches: calibrated, expected (E), "
+                                   "expected+bm25, label+bm25 (the judge's label, BM25 within it)")),
+    ("--teacher-scale", "teacher_scale", float, "student cosine units per teacher unit (distillation losses)"),
+    ("--infonce-weight", "infonce_weight", float,
+     "weight of an InfoNCE term added to a distillation loss (0: distillation alone)"),
     ("--mini-batch-size", "mini_batch_size", int, ("texts per forward pass with --loss cached-mnrl (raise it "
                                                    "on a large GPU for speed, lower it if memory runs out)")),
     ("--max-seq-length", "max_seq_length", int, ("truncate texts to this many tokens while training "
@@ -61,7 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default = _DEFAULTS[name]
         shown = "" if default is None else f" (default: {default})"
         metavar = {int: "N", float: "X"}.get(kind, "NAME")
-        p.add_argument(flag, dest=name, type=kind, default=None, metavar=metavar, help=text + shown)
+        choices = _CHOICES.get(name)
+        p.add_argument(flag, dest=name, type=kind, default=None, metavar=metavar if choices is None else None,
+                       choices=choices, help=text + shown)
     p.add_argument("--instruction-prefix", dest="query_format", nargs="?", const=DEFAULT_QUERY_FORMAT,
                    default=None, metavar="FORMAT",
                    help="prefix each query with its record's retrieval instruction; FORMAT names {instruction} "

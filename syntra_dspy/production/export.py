@@ -82,15 +82,20 @@ def _records(store: RunStore, options: ExportOptions, summary: ExportSummary,
 
     def flush() -> Iterator[dict[str, Any]]:
         texts = store.texts([d for row, picked in batch for d in (row["doc_id"], *picked["pos_ids"], *picked["neg_ids"])])
+        evidence = store.candidate_evidence([row["query_id"] for row, _ in batch])
         for row, picked in batch:
             summary.records += 1
             summary.positives += len(picked["pos_ids"])
             summary.negatives += len(picked["neg_ids"])
+            graded = candidate_grades(row, evidence.get(row["query_id"], {}))
+            score = {g["doc_id"]: g["score"] for g in graded}
             yield {
-                "query": row["text"], "instruction": instruction,
+                "query": row["text"], "instruction": instruction, "prompt": instruction,
                 "pos": [texts[d] for d in picked["pos_ids"]], "neg": [texts[d] for d in picked["neg_ids"]],
+                "pos_scores": [score.get(d) for d in picked["pos_ids"]],
+                "neg_scores": [score.get(d) for d in picked["neg_ids"]],
                 "pos_ids": picked["pos_ids"], "neg_ids": picked["neg_ids"], "source_doc_id": row["doc_id"],
-                "query_id": row["query_id"], "artifact_version": version, "labels": picked["labels"],
+                "query_id": row["query_id"], "artifact_version": version, "labels": graded,
                 "source_retrieved": picked["source_retrieved"], "source_label": picked["source_label"],
                 "source_in_pos": picked["source_in_pos"],
             }
@@ -116,20 +121,39 @@ def _records(store: RunStore, options: ExportOptions, summary: ExportSummary,
     summary.dropped = {r: dropped.get(r, 0) for r in DROP_REASONS}
 
 
-def _hf_row(record: dict[str, Any]) -> dict[str, Any]:
-    """Arrow needs one schema: the ``labels`` mapping becomes a list of ``{doc_id, label}``."""
-    return {**record, "labels": [{"doc_id": k, "label": v} for k, v in record["labels"].items()]}
+#: What each entry of a record's ``labels`` holds, in the candidates' retrieval order: the judge's label (0-3) and
+#: calibrated ``score`` (the teacher score ``pos_scores``/``neg_scores`` repeat), and the parts it was made of:
+#: ``expected`` (E = sum k p(k)), ``probs`` (p(0..3)), ``bm25`` (the candidate's BM25 score for the query, stored for
+#: a hybrid judge) and ``retrieval_score`` (what retrieval ranked it by: the cosine for dense candidates).
+GRADE_FIELDS = ("doc_id", "rank", "label", "score", "expected", "probs", "bm25", "retrieval_score")
+
+
+def candidate_grades(row: dict[str, Any], evidence: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The judged candidates of one stored query with their grades (``GRADE_FIELDS``), best rank first. A
+    relabelled row (``syntra export --judge``) carries its judge's scores in ``row["scores"]`` by rank."""
+    rescored = row.get("scores") or {}
+    out = []
+    for rank, doc_id, label in row["candidates"]:
+        if label is None:
+            continue
+        found = evidence.get(rank, {})
+        out.append({"doc_id": doc_id, "rank": rank, "label": label,
+                    "score": rescored.get(rank, found.get("score")), "expected": found.get("expected"),
+                    "probs": found.get("probs"), "bm25": found.get("bm25"), "retrieval_score": found.get("cosine")})
+    return out
 
 
 def _hf_features() -> Any:
     from datasets import Features, List, Value
 
-    texts = List(Value("string"))
+    texts, scores = List(Value("string")), List(Value("float64"))
     return Features({
-        "query": Value("string"), "instruction": Value("string"), "pos": texts, "neg": texts,
-        "pos_ids": texts, "neg_ids": texts, "source_doc_id": Value("string"), "query_id": Value("string"),
-        "artifact_version": Value("string"),
-        "labels": List({"doc_id": Value("string"), "label": Value("int8")}),
+        "query": Value("string"), "instruction": Value("string"), "prompt": Value("string"), "pos": texts,
+        "neg": texts, "pos_scores": scores, "neg_scores": scores, "pos_ids": texts, "neg_ids": texts,
+        "source_doc_id": Value("string"), "query_id": Value("string"), "artifact_version": Value("string"),
+        "labels": List({"doc_id": Value("string"), "rank": Value("int32"), "label": Value("int8"),
+                        "score": Value("float64"), "expected": Value("float64"), "probs": scores,
+                        "bm25": Value("float64"), "retrieval_score": Value("float64")}),
         "source_retrieved": Value("bool"), "source_label": Value("int8"), "source_in_pos": Value("bool"),
     })
 
@@ -171,8 +195,7 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
             jsonl = tmp_dir / "records.jsonl"
             with jsonl.open("w", encoding="utf-8") as fh:
                 for record in _records(run, options, summary, relabeller):
-                    row = _hf_row(record) if format == "hf" else record
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             if format == "jsonl":
                 os.replace(jsonl, out)
             else:
@@ -489,6 +512,13 @@ def format_stats(stats: dict[str, Any]) -> str:
         lines.append(f"usage      {stage:<9} {s['calls']} calls, {s['prompt_tokens']}+{s['completion_tokens']} tokens"
                      f", {s['failures']} failed calls{lat}{cached}")
     lines.extend(_backend_lines(stats.get("backend") or {}))
+    if stats.get("teaching"):
+        from syntra_dspy.training import TrainConfig
+        from syntra_dspy.training.signal import format_signal
+
+        t = stats["teaching"]
+        lines.extend(format_signal(t, encoder=t["encoder"], config=TrainConfig(
+            temperature=t["temperature"], teacher_scale=t["teacher_scale"])))
     return "\n".join(lines)
 
 
@@ -525,3 +555,23 @@ def _options_text(options: dict[str, Any]) -> str:
             f"--positives {options['positives']}"
             + (" --include-unretrieved-source" if options["include_unretrieved_source"] else "")
             + (" --include-partial" if options["include_partial"] else ""))
+
+
+def teaching_stats(store: str | Path, encoder: str, **options: Any) -> dict[str, Any]:
+    """What the records an export with ``options`` would write can still teach ``encoder`` before training
+    (:mod:`syntra_dspy.training.signal`): its InfoNCE loss on them, the share of positives it already ranks
+    first, and where each teacher the records' grades allow orders their candidates differently from it."""
+    from syntra_dspy.retrieval.encoder import load_encoder
+    from syntra_dspy.training import TrainConfig, records_from_dicts
+    from syntra_dspy.training.signal import score_records, summarise
+
+    summary = ExportSummary(out=None, format="-", options=ExportOptions(**options).to_dict())
+    with RunStore.open(store, readonly=True) as run:
+        rows = list(_records(run, ExportOptions(**options), summary))
+    if not rows:
+        raise ConfigError("the run has no exportable records to measure", path=store, field="encoder",
+                          hint="measure once the run has records (see the counts above)")
+    config = TrainConfig()
+    model = load_encoder(encoder)
+    return {"encoder": model.name, "temperature": config.temperature, "teacher_scale": config.teacher_scale,
+            **summarise(score_records(records_from_dicts(rows, source=str(store)).records, model, config=config))}

@@ -29,7 +29,8 @@ class Relabeller:
     ungraded: int = 0  # labelled candidates without stored grades: their stored label is kept
 
     def relabel(self, store: RunStore, row: dict[str, Any]) -> dict[str, Any]:
-        """``row`` (as ``RunStore.iter_queries`` yields it) with its candidates' labels from this judge."""
+        """``row`` (as ``RunStore.iter_queries`` yields it) with its candidates' labels from this judge, and
+        ``scores``: rank -> this judge's calibrated score (kept-label candidates keep the score the run stored)."""
         from syntra_dspy.programs.grading import Grade
         from syntra_dspy.programs.judge import Candidate, Judgment
         from syntra_dspy.signatures.types import label_class
@@ -50,17 +51,17 @@ class Relabeller:
                       and (lexical is not None or not self.judge.needs_lexical))
             judgments.append(self.judge.calibrate(grade, candidate) if usable else None)
         settled: list[Judgment | None] = self.judge.settle(candidates, judgments)
-        labels = {}
+        labels, scores = {}, {}
         for rank, judgment in zip(ranks, settled):
             old = stored[rank][1]
             if judgment is None:
                 self.ungraded += old is not None
                 labels[rank] = old
                 continue
-            labels[rank] = judgment.label
+            labels[rank], scores[rank] = judgment.label, judgment.score
             self.changed[(label_class(old), label_class(judgment.label))] += 1
-        return {**row, "candidates": [(rank, doc_id, labels.get(rank, label))
-                                      for rank, doc_id, label in row["candidates"]]}
+        return {**row, "scores": scores, "candidates": [(rank, doc_id, labels.get(rank, label))
+                                                        for rank, doc_id, label in row["candidates"]]}
 
     def report(self) -> dict[str, Any]:
         """What the export's meta file records of the relabelling."""

@@ -470,6 +470,29 @@ class RunStore:
     def has_column(self, table: str, column: str) -> bool:
         return any(row[1] == column for row in self._conn.execute(f"PRAGMA table_info({table})"))
 
+    def candidate_evidence(self, query_ids: Sequence[str]) -> dict[str, dict[int, dict[str, Any]]]:
+        """Query id -> rank -> what the run knew of each candidate: its retrieval ``cosine`` and, when the judge
+        graded it, ``expected`` (E), ``probs`` (p(0..3)), ``score`` (the calibrated score its label was cut from)
+        and ``bm25`` (its BM25 score for the query, stored for a hybrid judge). Missing parts are None: a written
+        judge grades nothing, and stores made before a column existed lack it."""
+        graded = self.has_table("grades")
+        lexical = "g.lexical" if graded and self.has_column("grades", "lexical") else "NULL"
+        join = "LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank" if graded else ""
+        grade_cols = ("g.p0, g.p1, g.p2, g.p3, g.expected, g.judge_score" if graded
+                      else "NULL, NULL, NULL, NULL, NULL, NULL")
+        out: dict[str, dict[int, dict[str, Any]]] = {}
+        ids = list(dict.fromkeys(query_ids))
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for qid, rank, cosine, p0, p1, p2, p3, expected, score, bm25 in self._conn.execute(
+                    f"SELECT c.query_id, c.rank, c.score, {grade_cols}, {lexical} FROM candidates c {join} "
+                    f"WHERE c.query_id IN ({marks})", part):
+                out.setdefault(qid, {})[rank] = {
+                    "score": score, "expected": expected,
+                    "probs": None if p0 is None else [p0, p1, p2, p3], "bm25": bm25, "cosine": cosine}
+        return out
+
     def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}
         ids = list(dict.fromkeys(doc_ids))

@@ -8,14 +8,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.training.teachers import TEACHERS, TeacherName
 
 #: The reference implementation's query template (FlagEmbedding ``query_instruction_format``).
 DEFAULT_QUERY_FORMAT = "Instruct: {instruction}\nQuery: {query}"
 
-LossName = Literal["mnrl", "cached-mnrl"]
+LossName = Literal["mnrl", "cached-mnrl", "margin-mse", "distill-kl"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
-_LOSSES = ("mnrl", "cached-mnrl")
-_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+LOSSES = ("mnrl", "cached-mnrl", "margin-mse", "distill-kl")
+#: The losses that learn from a teacher's scores (records exported with the judge's grades), not only labels.
+DISTILL_LOSSES = ("margin-mse", "distill-kl")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,14 @@ class TrainConfig:
     #: ``mnrl``, 6.3 GB with mini-batches of 4. On a large GPU a bigger ``mini_batch_size`` is faster.
     loss: LossName = "cached-mnrl"
     mini_batch_size: int = 8  # texts per forward pass, only for "cached-mnrl"
+    #: Distillation from the judge's grades (``margin-mse``: sentence-transformers' MarginMSELoss, the student's
+    #: cosine margins regressed on the teacher's; ``distill-kl``: DistillKLDivLoss, the student's softmax over a
+    #: record's candidates at ``temperature`` pulled toward the teacher's). ``teacher``: which score of the judge
+    #: (syntra_dspy.training.teachers); ``teacher_scale``: student cosine units per teacher unit;
+    #: ``infonce_weight``: weight of an InfoNCE term (in-batch + hard negatives) added to the distillation loss.
+    teacher: TeacherName = "calibrated"
+    teacher_scale: float = 0.1
+    infonce_weight: float = 0.0
     max_seq_length: int | None = None  # None: the base model's own limit
     query_format: str | None = None  # e.g. DEFAULT_QUERY_FORMAT; None: queries go in unchanged
     use_model_prompts: bool = True  # apply the base model's own "query"/"document" prompts when it has them
@@ -81,11 +92,18 @@ class TrainConfig:
                               field="max_seq_length")
         if not isinstance(self.seed, int):
             raise ConfigError(f"must be an integer, got {self.seed!r}", field="seed")
-        if self.loss not in _LOSSES:
-            raise ConfigError(f"unknown loss {self.loss!r}", field="loss", hint=f"one of {', '.join(_LOSSES)}")
-        if self.precision not in _PRECISIONS:
+        if self.loss not in LOSSES:
+            raise ConfigError(f"unknown loss {self.loss!r}", field="loss", hint=f"one of {', '.join(LOSSES)}")
+        if self.teacher not in TEACHERS:
+            raise ConfigError(f"unknown teacher {self.teacher!r}", field="teacher", hint=f"one of {', '.join(TEACHERS)}")
+        _positive_number(self, "teacher_scale")
+        _in_range(self, "infonce_weight", 0.0, math.inf, right_open=True)
+        if self.distills and self.num_negatives < 1:
+            raise ConfigError(f"the {self.loss} loss compares a record's candidates: it needs num_negatives >= 1",
+                              field="num_negatives", hint="raise --negatives, or train with --loss cached-mnrl")
+        if self.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {self.precision!r}", field="precision",
-                              hint=f"one of {', '.join(_PRECISIONS)}")
+                              hint=f"one of {', '.join(PRECISIONS)}")
         targets = self.target_modules
         if isinstance(targets, str):
             if not targets.strip():
@@ -96,6 +114,23 @@ class TrainConfig:
                               field="target_modules")
         if self.query_format is not None:
             check_query_format(self.query_format)
+
+    @property
+    def distills(self) -> bool:
+        """Whether the loss learns from a teacher's scores (the records must carry the judge's grades)."""
+        return self.loss in DISTILL_LOSSES
+
+    @property
+    def loss_text(self) -> str:
+        """What training.json and the model card say the loss was."""
+        names = {"cached-mnrl": "CachedMultipleNegativesRankingLoss", "mnrl": "MultipleNegativesRankingLoss",
+                 "margin-mse": "MarginMSELoss", "distill-kl": "DistillKLDivLoss"}
+        text = names[self.loss]
+        if self.distills:
+            text += f" (teacher {self.teacher}, scale {self.teacher_scale})"
+            if self.infonce_weight:
+                text += f" + {self.infonce_weight} x MultipleNegativesRankingLoss"
+        return text
 
     @property
     def scale(self) -> float:

@@ -15,16 +15,20 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from syntra_dspy.errors import ConfigError, InputError
 from syntra_dspy.training.config import check_query_format
 
 if TYPE_CHECKING:
     from datasets import Dataset
+
+    from syntra_dspy.training.teachers import Teacher
+
+T = TypeVar("T")
 
 META_SUFFIX = ".meta.json"
 _DIR_META = "meta.json"
@@ -42,6 +46,11 @@ class TrainingRecord:
     query_id: str | None = None
     source_doc_id: str | None = None
     artifact_version: str | None = None
+    #: The judge's evidence per positive / negative, in the same order as ``pos``/``neg`` (None where the record
+    #: carries none): ``score`` (calibrated), ``expected`` (E), ``probs``, ``bm25``, ``retrieval_score``. What a
+    #: distillation teacher (:mod:`syntra_dspy.training.teachers`) is computed from.
+    pos_grades: tuple[Mapping[str, Any] | None, ...] = ()
+    neg_grades: tuple[Mapping[str, Any] | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,41 +123,50 @@ def records_from_dicts(rows: Iterable[Mapping[str, Any]], *, source: str = "<mem
 
 
 def build_examples(data: TrainingData | Iterable[TrainingRecord], *, num_negatives: int, seed: int,
-                   query_format: str | None = None) -> dict[str, list[str]]:
-    """Columns ``anchor``, ``positive``, ``negative_1`` .. ``negative_n``: one example per record."""
+                   query_format: str | None = None, teacher: Teacher | None = None) -> dict[str, list[Any]]:
+    """Columns ``anchor``, ``positive``, ``negative_1`` .. ``negative_n``: one example per record; with a
+    ``teacher``, also ``label``: the teacher's score of the drawn positive and of each drawn negative, in that
+    order (what the distillation losses read). The draws are the same with and without a teacher."""
     if num_negatives < 0:
         raise ConfigError(f"must be >= 0, got {num_negatives}", field="num_negatives")
     if query_format is not None:
         check_query_format(query_format)
     records = data.records if isinstance(data, TrainingData) else tuple(data)
+    source = data.source if isinstance(data, TrainingData) else None
     rng = random.Random(seed)
-    columns: dict[str, list[str]] = {"anchor": [], "positive": []}
+    columns: dict[str, list[Any]] = {"anchor": [], "positive": []}
     for k in range(1, num_negatives + 1):
         columns[f"negative_{k}"] = []
+    if teacher is not None:
+        columns["label"] = []
     for i, rec in enumerate(records, start=1):
         if num_negatives and not rec.neg:
-            source = data.source if isinstance(data, TrainingData) else None
             raise InputError(f"record {i} has no negatives", path=source, field="neg",
                              hint="train with num_negatives=0 (in-batch negatives only)")
         anchor = rec.query if query_format is None else query_format.format(
             instruction=rec.instruction, query=rec.query)
         columns["anchor"].append(anchor)
-        columns["positive"].append(rng.choice(rec.pos))
-        for k, text in enumerate(sample_negatives(rec.neg, num_negatives, rng), start=1):
-            columns[f"negative_{k}"].append(text)
+        pos = rng.choice(range(len(rec.pos)))  # the same draw as choosing from the texts
+        columns["positive"].append(rec.pos[pos])
+        negs = sample_negatives(range(len(rec.neg)), num_negatives, rng)
+        for k, j in enumerate(negs, start=1):
+            columns[f"negative_{k}"].append(rec.neg[j])
+        if teacher is not None:
+            pos_scores, neg_scores = teacher.score(rec, record=i, source=source)
+            columns["label"].append([pos_scores[pos], *(neg_scores[j] for j in negs)])
     return columns
 
 
 def build_train_dataset(data: TrainingData, *, num_negatives: int, seed: int,
-                        query_format: str | None = None) -> Dataset:
-    """The examples as a ``datasets.Dataset`` in the column order MultipleNegativesRankingLoss expects."""
+                        query_format: str | None = None, teacher: Teacher | None = None) -> Dataset:
+    """The examples as a ``datasets.Dataset`` in the column order the sentence-transformers losses expect."""
     from datasets import Dataset
 
     return Dataset.from_dict(build_examples(data, num_negatives=num_negatives, seed=seed,
-                                            query_format=query_format))
+                                            query_format=query_format, teacher=teacher))
 
 
-def sample_negatives(neg: tuple[str, ...] | list[str], n: int, rng: random.Random) -> list[str]:
+def sample_negatives(neg: Sequence[T], n: int, rng: random.Random) -> list[T]:
     """``n`` negatives without replacement; a shorter list is repeated first (FlagEmbedding's rule)."""
     if n == 0:
         return []
@@ -262,11 +280,40 @@ def _parse_record(row: Any, path: str, line: int | None, index: int | None, requ
     if require_instruction and not instruction.strip():
         raise fail("is empty, but the query format uses {instruction}", field="instruction",
                    hint="train without an instruction prefix, or export records with instructions")
+    pos_grades = _grades(row, "pos", len(pos), fail)
+    neg_grades = _grades(row, "neg", len(neg), fail)
     return TrainingRecord(
         query=query, pos=pos, neg=neg, instruction=instruction.strip(),
         query_id=_opt_str(row.get("query_id")), source_doc_id=_opt_str(row.get("source_doc_id")),
-        artifact_version=_opt_str(row.get("artifact_version")),
+        artifact_version=_opt_str(row.get("artifact_version")), pos_grades=pos_grades, neg_grades=neg_grades,
     )
+
+
+def _grades(row: Mapping[str, Any], side: str, n: int, fail: Any) -> tuple[Mapping[str, Any] | None, ...]:
+    """Each positive's (or negative's) grade: its entry in ``labels`` (matched by ``pos_ids``/``neg_ids``), with
+    ``score`` from ``pos_scores``/``neg_scores``. Records of other tools may carry only the scores, or nothing."""
+    scores = row.get(f"{side}_scores")
+    if scores is not None:
+        if not isinstance(scores, (list, tuple)) or len(scores) != n:
+            raise fail(f"must be a list of {n} numbers (one per {side} text), got {_show(scores)}",
+                       field=f"{side}_scores")
+        for i, value in enumerate(scores):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise fail(f"must be a finite number or null, got {_show(value)}", field=f"{side}_scores[{i}]")
+    ids, labels = row.get(f"{side}_ids"), row.get("labels")
+    by_id: dict[str, Mapping[str, Any]] = {}
+    if isinstance(labels, list) and isinstance(ids, (list, tuple)) and len(ids) == n:
+        by_id = {str(g["doc_id"]): g for g in labels if isinstance(g, Mapping) and "doc_id" in g}
+    if scores is None and not by_id:
+        return ()
+    out = []
+    for i in range(n):
+        grade = dict(by_id.get(str(ids[i]), {})) if by_id else {}
+        if scores is not None:
+            grade["score"] = scores[i]
+        out.append(grade or None)
+    return tuple(out)
 
 
 def _texts(row: Mapping[str, Any], field: str, fail: Any, *, minimum: int) -> tuple[str, ...]:

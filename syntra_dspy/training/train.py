@@ -35,6 +35,7 @@ from syntra_dspy.training.card import render_model_card
 from syntra_dspy.training.config import TrainConfig, check_schedule
 from syntra_dspy.training.data import TrainingData, build_train_dataset, load_training_data
 from syntra_dspy.training.lora import attach_lora, merge_adapter
+from syntra_dspy.training.teachers import Teacher
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -112,7 +113,7 @@ def train_embedding_model(data: TrainingData | str | Path, *, base: str, out: st
     set_seed(config.seed)  # LoRA's A matrices are drawn when the adapter is attached
     lora_summary = attach_lora(model, config)
     dataset = build_train_dataset(data, num_negatives=config.num_negatives, seed=config.seed,
-                                  query_format=config.query_format)
+                                  query_format=config.query_format, teacher=_teacher(config))
 
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -120,7 +121,9 @@ def train_embedding_model(data: TrainingData | str | Path, *, base: str, out: st
     try:
         args = _training_args(config, staging / "checkpoints", precision=precision, progress=progress,
                               prompts=prompts, router_mapping=_router_mapping(model, dataset.column_names))
-        trainer = Trainer(model=model, args=args, train_dataset=dataset, loss=_loss(model, config),
+        from syntra_dspy.training.losses import build_loss
+
+        trainer = Trainer(model=model, args=args, train_dataset=dataset, loss=build_loss(model, config),
                           callbacks=[ProgressLog()])
         logger.info("training %s on %d examples (%d hard negatives each), %d step(s)",
                     encoder.name, len(dataset), config.num_negatives, _planned_steps(len(dataset), config))
@@ -270,13 +273,8 @@ def _router_mapping(model: SentenceTransformer, columns: list[str]) -> dict[str,
     return {c: "query" if c == "anchor" else "document" for c in columns}
 
 
-def _loss(model: SentenceTransformer, config: TrainConfig) -> Any:
-    from sentence_transformers.sentence_transformer import losses
-
-    if config.loss == "cached-mnrl":
-        return losses.CachedMultipleNegativesRankingLoss(model, scale=config.scale,
-                                                         mini_batch_size=config.mini_batch_size)
-    return losses.MultipleNegativesRankingLoss(model, scale=config.scale)
+def _teacher(config: TrainConfig) -> Teacher | None:
+    return Teacher(config.teacher, scale=config.teacher_scale) if config.distills else None
 
 
 def _precision(config: TrainConfig) -> str:
@@ -313,8 +311,7 @@ def _report(*, encoder: Any, data: TrainingData, config: TrainConfig, examples: 
         "data": data.provenance(),
         "settings": config.to_dict(),
         "effective": {
-            "loss": "CachedMultipleNegativesRankingLoss" if config.loss == "cached-mnrl"
-            else "MultipleNegativesRankingLoss",
+            "loss": config.loss_text,
             "loss_scale": config.scale,
             "negatives": "in-batch + per-query hard negatives" if config.num_negatives else "in-batch only",
             "batch_sampler": "no_duplicates",
