@@ -12,7 +12,10 @@ scores each record with the *untrained* base encoder, no training:
   since training draws one of them per record;
 * ``positive first``: the positive scores above every hard negative of the record;
 * ``margin``: cosine of the positive minus the best negative's;
-* ``corpus rank 1``: the positive is the base encoder's first hit over the whole corpus.
+* ``corpus rank 1``: the positive is the base encoder's first hit over the whole corpus;
+* for distillation (issue 39), per teacher the records' grades allow: the share of candidate pairs the teacher
+  orders differently from the encoder, Kendall's tau, and the first-step margin-MSE and KL losses
+  (``syntra_dspy.training.signal``, the same figures ``syntra export --stats --encoder`` reports).
 
 It also asks whether choosing other documents would help: the judged records' loss by how crowded their source
 document is (mean cosine to its 5 nearest other documents), in quarters.
@@ -54,35 +57,21 @@ from syntra_dspy.production.export import export_records
 from syntra_dspy.retrieval.encoder import load_encoder
 from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.retrieval.sources import default_index_dir
-from syntra_dspy.training import TrainConfig
+from syntra_dspy.training import TrainConfig, records_from_dicts
+from syntra_dspy.training.signal import score_records, summarise
 
 BASE = "all-MiniLM-L6-v2"
 
 
-def record_signal(query_vec: np.ndarray, pos: np.ndarray, neg: np.ndarray, scale: float) -> dict[str, float]:
-    """Loss, positive-first and margin of one record (rows of ``pos``/``neg`` are L2-normalised vectors)."""
-    pos_sims, neg_sims = pos @ query_vec, neg @ query_vec
-    best_neg = float(neg_sims.max())
-    losses = []
-    for p in pos_sims:
-        logits = scale * np.concatenate([[p], neg_sims])
-        logits -= logits.max()
-        losses.append(float(-(logits[0] - np.log(np.exp(logits).sum()))))
-    return {"loss": float(np.mean(losses)), "positive_first": float(pos_sims.max() > best_neg),
-            "margin": float(pos_sims.max() - best_neg)}
-
-
-def score_set(rows: list[dict[str, Any]], encoder: Any, index: CorpusIndex, scale: float) -> list[dict[str, Any]]:
+def score_set(rows: list[dict[str, Any]], encoder: Any, index: CorpusIndex, config: TrainConfig
+              ) -> list[dict[str, Any]]:
+    """Per record: the product's teaching signal (``syntra_dspy.training.signal``: InfoNCE loss, positive first,
+    margin, and each teacher the record's grades allow) plus whether a positive is the corpus's first hit."""
+    scored = score_records(records_from_dicts(rows).records, encoder, config=config)
     queries = encoder.encode_queries([r["query"] for r in rows], batch_size=64)
-    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     first_hits = [hits[0][0] for hits in index.search(np.ascontiguousarray(queries, dtype=np.float32), 1)]
-    out = []
-    for row, vec, first in zip(rows, queries, first_hits, strict=True):
-        pos = np.stack([index.vector(d) for d in row["pos_ids"]])
-        neg = np.stack([index.vector(d) for d in row["neg_ids"]])
-        out.append({"query_id": row["query_id"], **record_signal(vec, pos, neg, scale),
-                    "corpus_rank1": float(first in row["pos_ids"]), "negatives": len(row["neg_ids"])})
-    return out
+    return [{**s, "corpus_rank1": float(first in row["pos_ids"]), "negatives": len(row["neg_ids"])}
+            for s, row, first in zip(scored, rows, first_hits, strict=True)]
 
 
 def neighbour_density(index: CorpusIndex, doc_id: str, k: int = 5) -> float:
@@ -113,11 +102,8 @@ def by_density(rows: list[dict[str, Any]], scored: list[dict[str, Any]], index: 
 def summarize(scored: list[dict[str, Any]]) -> dict[str, Any]:
     losses = [s["loss"] for s in scored]
     lo, hi = bootstrap_mean_ci(losses)
-    return {"records": len(scored), "loss": float(np.mean(losses)), "loss_ci": [lo, hi],
-            "loss_median": float(np.median(losses)),
+    return {**summarise(scored), "loss_ci": [lo, hi],
             "share_loss_below_0.1": float(np.mean([x < 0.1 for x in losses])),
-            "positive_first": float(np.mean([s["positive_first"] for s in scored])),
-            "margin_median": float(np.median([s["margin"] for s in scored])),
             "corpus_rank1": float(np.mean([s["corpus_rank1"] for s in scored]))}
 
 
@@ -138,10 +124,11 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=None, help="the first N exported records (default: all)")
     ap.add_argument("--human-pool", type=int, default=300, help="as in downstream_scifact.py")
     ap.add_argument("--seed", type=int, default=0, help="as in downstream_scifact.py")
+    ap.add_argument("--num-negatives", type=int, default=7, help="hard negatives per record, as training uses")
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args()
 
-    config = TrainConfig()
+    config = TrainConfig(num_negatives=args.num_negatives)
     artifact = load_artifact(args.artifact)
     dataset = load_dataset(args.dataset)
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,7 +146,7 @@ def main() -> None:
     encoder = load_encoder(BASE)
     corpus = dataset.require_corpus()
     index = CorpusIndex.load_or_build(corpus, encoder, default_index_dir(corpus, encoder, INDEX_ROOT))
-    scored = {name: score_set(rows, encoder, index, config.scale) for name, rows in sets.items()}
+    scored = {name: score_set(rows, encoder, index, config) for name, rows in sets.items()}
     summary = {name: summarize(rows) for name, rows in scored.items()}
     crowding = by_density(sets["judged"], scored["judged"], index)
     differences = {f"{b} - {a}": dict(zip(("diff", "ci_low", "ci_high"),
@@ -177,6 +164,16 @@ def main() -> None:
         lines.append(f"| {name} | {s['records']} | {s['loss']:.3f} [{s['loss_ci'][0]:.3f}, {s['loss_ci'][1]:.3f}] | "
                      f"{s['loss_median']:.3f} | {s['share_loss_below_0.1']:.0%} | {s['positive_first']:.0%} | "
                      f"{s['margin_median']:+.3f} | {s['corpus_rank1']:.0%} |")
+    lines += ["", (f"Distillation teachers (`syntra_dspy.training.teachers`; scale {config.teacher_scale}): how often the "
+                   "teacher orders a record's candidates differently from the base encoder, and the losses a first "
+                   "step would see. People's pairs have no LLM grades: only `label+bm25` (their qrels labels, BM25 "
+                   "within them) scores them."), "",
+              "| set | teacher | records | pairs ordered differently | Kendall tau | margin-MSE | KL |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for name, s in summary.items():
+        for teacher, t in s["teachers"].items():
+            lines.append(f"| {name} | {teacher} | {t['records']} | {t['discordant']:.0%} | {t['tau']:+.2f} | "
+                         f"{t['margin_mse']:.4f} | {t['kl']:.3f} |")
     lines += ["", "| difference of mean loss | Δ | 95% CI (bootstrap, independent sets) |", "|---|---:|---|"]
     lines += [f"| {k} | {v['diff']:+.3f} | [{v['ci_low']:+.3f}, {v['ci_high']:+.3f}] |" for k, v in differences.items()]
     lines += ["", (f"Judged records by their source document's neighbour density (mean cosine to its 5 nearest other "
