@@ -124,10 +124,16 @@ def source_only_records(store_path: Path, judged: list[dict[str, Any]], num_nega
 
 def human_records(dataset: Any, qids: list[str], depth: int, num_negatives: int, instruction: str
                   ) -> list[dict[str, Any]]:
-    """Claims with their qrels positives (human judgments) and the base encoder's best-ranked other documents."""
+    """Claims with their qrels positives (human judgments) and the base encoder's best-ranked other documents.
+
+    Each candidate's ``labels`` entry carries its qrels label (2 positive, 1 the unjudged negatives) and its BM25
+    score for the claim, so a teacher that needs no LLM grade (``label+bm25``) can score people's pairs too."""
+    from syntra_dspy.retrieval.sources import LexicalSourceRank
+
     corpus = dataset.require_corpus()
     retriever = load_retriever("all-MiniLM-L6-v2", corpus, index_root=INDEX_ROOT)
     run = retriever.search({q: dataset.queries[q] for q in qids}, k=depth + 10)
+    lexical = LexicalSourceRank(corpus)
     rows = []
     for q in qids:
         positives = [d for d, g in dataset.qrels[q].items() if g > 0 and d in corpus]
@@ -135,11 +141,26 @@ def human_records(dataset: Any, qids: list[str], depth: int, num_negatives: int,
         negs = [d for d, _ in ranked if d not in dataset.qrels[q]][:min(depth - 1, num_negatives)]
         if not positives or not negs:
             continue
+        bm25 = lexical.scores(dataset.queries[q], positives + negs)
+        labels = [{"doc_id": d, "label": 2 if i < len(positives) else 1, "bm25": b, "source": "qrels"}
+                  for i, (d, b) in enumerate(zip(positives + negs, bm25, strict=True))]
         rows.append({"query": dataset.queries[q], "instruction": instruction,
                      "pos": [corpus[d].content for d in positives], "neg": [corpus[d].content for d in negs],
                      "pos_ids": positives, "neg_ids": negs, "source_doc_id": None, "query_id": q,
-                     "artifact_version": None})
+                     "artifact_version": None, "labels": labels})
     return rows
+
+
+def parse_variants(specs: list[str]) -> dict[str, dict[str, Any]]:
+    """``NAME:KEY=VALUE`` (repeatable) -> {NAME: {KEY: VALUE}}: settings a variant system overrides."""
+    variants: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        name, _, setting = spec.partition(":")
+        key, eq, value = setting.partition("=")
+        if not name or not eq:
+            raise SystemExit(f"--variant {spec!r}: write NAME:KEY=VALUE, e.g. distill:loss=margin-mse")
+        variants.setdefault(name, {})[key] = parse_value(value)
+    return variants
 
 
 def train(name: str, records: Path, work: Path, config: TrainConfig) -> tuple[Path, dict[str, Any]]:
@@ -206,7 +227,16 @@ def main() -> None:
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=MODEL_DIR")
     ap.add_argument("--also-first", action="append", default=[], type=int, metavar="N",
                     help="also train on the first N judged records (system judged-first-N), compared with judged")
-    ap.add_argument("--systems", default="judged,source-only,human", help="trained systems to include")
+    ap.add_argument("--systems", default="judged,source-only,human",
+                    help="trained systems to include; SYSTEM:VARIANT trains SYSTEM's records with the variant's "
+                         "settings (--variant)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE",
+                    help="a setting the systems named SYSTEM:NAME override (repeatable), e.g. distill:loss=margin-mse")
+    ap.add_argument("--compare", action="append", default=[], metavar="A,B",
+                    help="also compare trained system B against A (paired), e.g. 'LoRA human,LoRA judged:distill'")
+    ap.add_argument("--score", choices=("all", "development", "evaluation"), default="all",
+                    help="which splits to score: choose settings with 'development', then score the choice once "
+                         "with 'evaluation'")
     ap.add_argument("--measure", default="nDCG@10")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", required=True, type=Path)
@@ -214,7 +244,13 @@ def main() -> None:
     args = ap.parse_args()
 
     config = TrainConfig.from_dict({k: parse_value(v) for k, v in (s.split("=", 1) for s in args.set)})
+    variants = parse_variants(args.variant)
     wanted = [s for s in args.systems.split(",") if s]
+    for name in wanted:
+        if ":" in name and name.split(":", 1)[1] not in variants:
+            raise SystemExit(f"--systems {name}: no --variant {name.split(':', 1)[1]}:KEY=VALUE given")
+    configs = {name: config.replace(**variants[name.split(":", 1)[1]]) if ":" in name else config
+               for name in wanted}
     artifact = load_artifact(args.artifact)
     dataset = load_dataset(args.dataset)
     excluded, excluded_counts = excluded_claims(artifact, dataset.queries)
@@ -251,23 +287,28 @@ def main() -> None:
         records[name] = write_jsonl(judged[:first], work / f"records-{name}.jsonl",
                                     {"source": str(args.store), "first": first, "export": summary.to_dict()})
         wanted.append(name)
-    if "source-only" in wanted:
+    plain = {name.split(":", 1)[0] for name in wanted}
+    if "source-only" in plain:
         records["source-only"] = write_jsonl(source_only_records(args.store.expanduser(), judged, config.num_negatives),
                                              work / "records-source-only.jsonl", {"source": str(args.store),
                                                                                    "labels": "source document only"})
-    if "human" in wanted:
+    if "human" in plain:
         rows = human_records(dataset, human_ids, top_k, config.num_negatives, instruction)
         records["human"] = write_jsonl(rows, work / "records-human.jsonl", {
             "source": args.dataset, "labels": "SciFact qrels (judgments people made); negatives: base encoder top "
                                               f"{top_k} minus judged documents", "claims": human_ids})
     systems = [("BM25", "bm25"), ("all-MiniLM-L6-v2 (base)", "all-MiniLM-L6-v2")]
     training: dict[str, Any] = {}
-    for name in [s for s in wanted if s in records]:
-        model, report = train(name, records[name], work, config)
+    for name in wanted:
+        base_name = name.split(":", 1)[0]
+        if base_name not in records:
+            continue
+        model, report = train(name.replace(":", "-"), records[base_name], work, configs.get(name, config))
         systems.append((f"LoRA {name}", str(model)))
-        training[name] = {"records": sum(1 for _ in records[name].open(encoding="utf-8")), "model": str(model),
+        training[name] = {"records": sum(1 for _ in records[base_name].open(encoding="utf-8")), "model": str(model),
                           "steps": report.get("steps"), "seconds": report.get("seconds"),
-                          "final_loss": report.get("final_loss")}
+                          "final_loss": report.get("final_loss"),
+                          "config": configs.get(name, config).to_dict()}
     extras = [tuple(spec.split("=", 1)) for spec in args.extra]
     systems += extras
 
@@ -278,21 +319,37 @@ def main() -> None:
         pairs += [(other, "LoRA judged") for other in ("LoRA source-only", "LoRA human") if other in trained]
         pairs += [(name, "LoRA judged") for name in trained if name.startswith("LoRA judged-first-")]
         pairs += [(name, "LoRA judged") for name, _ in extras]  # e.g. an earlier run's model
-    splits = {"evaluation": set(dataset.queries) - set(eval_ids)}
-    if dev_ids:
-        splits = {"development": set(dataset.queries) - set(dev_ids), **splits}
+    for name in trained:  # a variant against its plain system
+        plain = name.split(":", 1)[0]
+        if ":" in name and plain in trained:
+            pairs.append((plain, name))
+    for spec in args.compare:
+        a, _, b = spec.partition(",")
+        if a not in trained + [base, "BM25"] or b not in trained:
+            raise SystemExit(f"--compare {spec!r}: name two systems of this run ({', '.join(trained)})")
+        pairs.append((a, b))
+    pairs = list(dict.fromkeys(pairs))
+    splits = {}
+    if dev_ids and args.score in ("all", "development"):
+        splits["development"] = set(dataset.queries) - set(dev_ids)
+    if args.score in ("all", "evaluation"):
+        splits["evaluation"] = set(dataset.queries) - set(eval_ids)
+    if not splits:
+        raise SystemExit("--score development needs --dev N claims")
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# Downstream: {args.measure} on held-out {dataset.name} claims", "",
              f"Run store `{args.store}` (artifact {artifact.version}): {n_records} records"
              f"{f', labelled by the judge of `{args.judge}`' if args.judge else ''}. Training setting for "
-             f"every system: {json.dumps(config.to_dict(), sort_keys=True)}.",
+             f"every system: {json.dumps(config.to_dict(), sort_keys=True)}"
+             + "".join(f"; variant `{v}` changes {json.dumps(c, sort_keys=True)}" for v, c in variants.items())
+             + ".",
              f"Excluded from every split: {excluded_counts['few_shot']} few-shot and {excluded_counts['calibration']} "
              f"calibration claims of the artifact, and {args.human_pool} claims reserved for human training pairs "
              f"(SciFact qrels: judgments people made), of which the first {len(human_ids)} train the human LoRA; "
              f"seed {args.seed}.", ""]
     payload: dict[str, Any] = {"store": str(args.store), "artifact": artifact.version, "judge": args.judge,
-                               "records": n_records,
+                               "records": n_records, "variants": variants, "scored": args.score,
                                "export": summary.to_dict(), "config": config.to_dict(), "seed": args.seed,
                                "excluded": excluded_counts, "human_claims": human_ids, "dev_claims": dev_ids,
                                "training": training, "splits": {}}
