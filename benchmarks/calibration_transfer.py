@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.artifacts import load_artifact
-from syntra_dspy.comparison.agreement import label_agreement, paired_kappa_bootstrap
-from syntra_dspy.programs.judge_calibration import (CalibrationSample, JudgeCalibration, describe, fit_calibration,
+from syntra_dspy.judging.agreement import label_agreement, paired_kappa_bootstrap
+from syntra_dspy.judging.calibration import (CalibrationSample, JudgeCalibration, describe, fit_calibration,
                                                     sample_contexts)
 
 

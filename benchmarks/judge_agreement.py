@@ -45,8 +45,8 @@ def calibration_samples(inputs, lm) -> list:
     """The artifact's calibration set graded again (DSPy's cache answers what the compile already graded)."""
     import dspy
 
-    from syntra_dspy.retrieval.candidates import with_lexical
-    from syntra_dspy.optimizers.judge_stage import calibration_set, grade_set, samples_of
+    from syntra_dspy.judging.candidates import with_lexical
+    from syntra_dspy.judging.calibration_set import calibration_set, grade_set, samples_of
     from syntra_dspy.retrieval.sources import IndexCandidates
 
     program, s = inputs.artifact.program, inputs.artifact.meta.settings
@@ -64,7 +64,7 @@ def calibration_samples(inputs, lm) -> list:
 
 def lexical_for(inputs, program):
     """BM25 over the corpus when the task's queries and documents share a language (the hybrid judge's witness)."""
-    from syntra_dspy.comparison.judge_eval import lexical_witness
+    from syntra_dspy.judging.candidates import lexical_witness
 
     definition = program.state.task_definition
     return lexical_witness(inputs.corpus, definition.query_language, definition.document_language)
@@ -72,8 +72,8 @@ def lexical_for(inputs, program):
 
 def relabel(rows: list[dict | None], candidates, program, calibration) -> list[dict | None]:
     """The held-out graded judgments with labels cut by another calibration (same grades, same candidates)."""
-    from syntra_dspy.comparison.judge_eval import recalibrated_rows
-    from syntra_dspy.programs.judge import RelevanceJudge
+    from syntra_dspy.judging.measure import recalibrated_rows
+    from syntra_dspy.judging.judge import RelevanceJudge
 
     return recalibrated_rows(RelevanceJudge(program.with_components(judge=calibration), mode="graded"), candidates,
                              rows)
@@ -83,9 +83,9 @@ def written_on_subset(inputs, lm, candidates: list, queries: int, log) -> list:
     """The artifact's written judge on every candidate of the first ``queries`` claims (same log, resumable)."""
     import dspy
 
-    from syntra_dspy.comparison.judge_eval import judge_candidates
+    from syntra_dspy.judging.measure import judge_candidates
     from syntra_dspy.lm.usage import UsageMeter
-    from syntra_dspy.programs.judge import RelevanceJudge
+    from syntra_dspy.judging.judge import RelevanceJudge
 
     keep = list(dict.fromkeys(c.query_id for c in candidates))[:queries]
     subset = [c for c in candidates if c.query_id in keep]
@@ -110,9 +110,9 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the results are written")
     args = parser.parse_args()
 
-    from syntra_dspy.retrieval.candidates import JudgedCandidate
-    from syntra_dspy.comparison.judge_eval import JudgmentLog, measure_agreement, paired_kappa_difference, score_judge
-    from syntra_dspy.programs.judge_calibration import fit_calibration
+    from syntra_dspy.judging.candidates import JudgedCandidate
+    from syntra_dspy.judging.measure import JudgmentLog, measure_agreement, paired_kappa_difference, score_judge
+    from syntra_dspy.judging.calibration import fit_calibration
 
     report = measure_agreement([args.artifact], args.dataset, judges=["graded"], n_queries=args.queries,
                                top_k=args.top_k, random_negatives=args.random, seed=args.seed, out=args.work)

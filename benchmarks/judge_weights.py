@@ -25,8 +25,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.comparison.agreement import cohen_kappa
-from syntra_dspy.programs.judge_calibration import CalibrationSample, fit_feature, sample_contexts
+from syntra_dspy.judging.agreement import cohen_kappa
+from syntra_dspy.judging.calibration import CalibrationSample, fit_feature, sample_contexts
 
 
 def load_samples(folder: Path, artifact: str) -> list[CalibrationSample]:

@@ -18,9 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from syntra_dspy.artifacts import load_artifact
-from syntra_dspy.retrieval.candidates import JudgedCandidate
-from syntra_dspy.comparison.judge_eval import JudgmentLog, paired_kappa_difference, score_judge, settle_rows
-from syntra_dspy.programs.judge import RelevanceJudge
+from syntra_dspy.judging.candidates import JudgedCandidate
+from syntra_dspy.judging.measure import JudgmentLog, paired_kappa_difference, score_judge, settle_rows
+from syntra_dspy.judging.judge import RelevanceJudge
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ GROUPS = ("people", "synthetic", "questions", "copied")
 
 def auc(pos: list[float], neg: list[float]) -> float | None:
     """P(a positive scores above a negative), ties counting half (the judge calibration's ``roc_auc``)."""
-    from syntra_dspy.programs.judge_calibration import roc_auc
+    from syntra_dspy.judging.calibration import roc_auc
 
     return roc_auc([*pos, *neg], [True] * len(pos) + [False] * len(neg))
 

@@ -171,7 +171,7 @@ def compile_task(
         "task_definition": program.state.task_definition.model_dump(mode="json"),
         "task_definition_source": "given" if spec.task_definition else "inferred",
         "strategy": strategy,
-        "settings": settings.model_dump(mode="json"),
+        "settings": optimizer.settings.model_dump(mode="json"),  # with the judge the strategy compiled
         "optimizer": optimizer.get_params(),
         "lms": roles.describe(),
         "fingerprints": {

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from syntra_dspy.cli import main
-from syntra_dspy.comparison.judge_eval import measure_agreement
+from syntra_dspy.judging.measure import measure_agreement
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 from helpers import MINI_TASK
@@ -54,7 +54,7 @@ def test_graded_and_written_judges_are_measured_on_the_same_candidates(graded, t
 
 def test_few_shot_and_calibration_queries_are_never_measured(graded, tmp_path):
     from syntra_dspy.artifacts import load_artifact
-    from syntra_dspy.comparison.judge_eval import excluded_queries
+    from syntra_dspy.judging.measure import excluded_queries
 
     art, _ = graded
     program = load_artifact(art).program

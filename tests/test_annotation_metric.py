@@ -8,6 +8,8 @@ import re
 import pytest
 from helpers import compile_mini
 
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.judging.judge import judge_mode
 from syntra_dspy.lm import TokenDistribution
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer
 from syntra_dspy.testing import SyntraBrain
@@ -44,6 +46,11 @@ def _options(strategy: str) -> dict:
 def test_a_yes_man_annotator_fails_the_annotation_metric_under_every_strategy(tmp_path, index_dir, strategy, judge,
                                                                               monkeypatch):
     monkeypatch.chdir(tmp_path)  # the human strategy records its session in the working directory
+    if judge == "graded" and strategy in ("none", "gepa"):  # no calibration trials: the graded judge is refused
+        with pytest.raises(ConfigError, match=f"the {strategy} strategy compiles the written judge, not 'graded'"):
+            compile_mini(tmp_path, strategy=strategy, brain=YesMan(), index_dir=index_dir, max_attempts=2,
+                         judge=judge, judge_feature="expected", optimizer_kwargs=_options(strategy))
+        return
     artifact, _ = compile_mini(tmp_path, strategy=strategy, brain=YesMan(), index_dir=index_dir, max_attempts=2,
                                judge=judge, judge_feature="expected", optimizer_kwargs=_options(strategy))
     loop = artifact.manifest["history"][-1]
@@ -53,3 +60,13 @@ def test_a_yes_man_annotator_fails_the_annotation_metric_under_every_strategy(tm
         assert loop["stop_reason"] == "not_evaluated"
         return
     assert all(a["score"] < 1.0 for a in loop["attempts"])
+
+
+@pytest.mark.parametrize(("strategy", "judge"), [("none", "written"), ("gepa", "written"), ("self-improve", "graded")])
+def test_the_manifest_records_the_judge_the_strategy_compiled(tmp_path, index_dir, strategy, judge):
+    """Left at its default, the judge setting becomes what the strategy can compile (none and gepa run no calibration
+    trials, so they compile the written judge), and the manifest records that judge, not the default."""
+    artifact, _ = compile_mini(tmp_path, strategy=strategy, index_dir=index_dir, judge_feature="expected",
+                               optimizer_kwargs=_options(strategy))
+    assert judge_mode(artifact.program) == judge
+    assert artifact.manifest["settings"]["judge"] == artifact.manifest["optimizer"]["judge"] == judge

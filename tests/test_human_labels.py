@@ -9,7 +9,7 @@ from helpers import MINI_TASK, scripted_roles
 from test_compare_helpers import HELDOUT_QUERIES, use_fast_encoder, write_heldout_beir
 
 from syntra_dspy.optimizers import CompileSettings
-from syntra_dspy.optimizers.human_labels import read_human_labels
+from syntra_dspy.judging.labels import read_human_labels
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer
 
 

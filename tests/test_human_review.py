@@ -7,14 +7,8 @@ import io
 import pytest
 
 from syntra_dspy.errors import InputError
-from syntra_dspy.optimizers.calibration import (
-    CalibrationTrial,
-    LabelledPair,
-    calibration_check,
-    labels_text,
-    parse_labels_text,
-    read_label_file,
-)
+from syntra_dspy.judging.labels import LabelledPair, labels_text, parse_labels_text, read_label_file
+from syntra_dspy.optimizers.annotation_check import CalibrationTrial, calibration_check
 from syntra_dspy.optimizers.human import parse_task_definition_text
 from syntra_dspy.optimizers.loop import RefinementLoop, Review
 from syntra_dspy.optimizers.report import Evaluation

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from syntra_dspy.programs.grading import Grade, grade_from_logprobs
-from syntra_dspy.programs.judge_calibration import (
+from syntra_dspy.judging.grading import Grade, grade_from_logprobs
+from syntra_dspy.judging.calibration import (
     UNCALIBRATED,
     CalibrationSample,
     best_cut,
@@ -19,7 +19,10 @@ def sample(q, e, cos, gold, source="retrieved"):
 
 
 def test_best_cut_separates_and_takes_the_middle_of_the_best_interval():
-    assert best_cut([0.1, 0.2, 2.0, 2.4], [False, False, True, True]) == pytest.approx(1.1)
+    assert best_cut([0.1, 0.2, 2.0, 2.4], [False, False, True, True]).threshold == pytest.approx(1.1)
+    assert best_cut([0.1, 0.2, 2.0, 2.4], [False, False, True, True]).kappa == 1.0
+    assert best_cut([0.1, 2.0, 0.2, 2.4], [False, False, True, True]).kappa == pytest.approx(0.5)
+    assert best_cut([0.1, 0.2], [True, True]).kappa is None  # one class: no threshold agrees beyond chance
     assert roc_auc([0.1, 0.2, 2.0, 2.4], [False, False, True, True]) == 1.0
     assert roc_auc([1.0, 1.0], [True, False]) == 0.5 and roc_auc([1.0], [True]) is None
 
@@ -113,8 +116,8 @@ def test_the_relative_score_wins_when_positives_stand_out_from_their_own_list():
 
 
 def test_the_relative_judge_settles_a_querys_labels_against_its_list():
-    from syntra_dspy.programs.grading import Grade
-    from syntra_dspy.programs.judge import Candidate, RelevanceJudge
+    from syntra_dspy.judging.grading import Grade
+    from syntra_dspy.judging.judge import Candidate, RelevanceJudge
 
     cal = fit_calibration(_shifted_lists())
 
@@ -136,8 +139,8 @@ def test_the_relative_judge_settles_a_querys_labels_against_its_list():
     (alone,) = judge.judge("q", cands[:1])
     assert alone.klass != "positive"
     # `syntra agreement` logs each candidate's judgment as it is made, then settles the query's labels
-    from syntra_dspy.retrieval.candidates import JudgedCandidate
-    from syntra_dspy.comparison.judge_eval import settle_rows
+    from syntra_dspy.judging.candidates import JudgedCandidate
+    from syntra_dspy.judging.measure import settle_rows
 
     judged_alone = [judge.judge("q", [c])[0] for c in cands]
     rows = [{"key": str(n), "judgment": j.to_dict()} for n, j in enumerate(judged_alone)]
@@ -163,7 +166,7 @@ def _lexical_lists(queries=6):
 
 
 def test_the_hybrid_score_wins_when_bm25_separates_what_grades_and_cosine_cannot():
-    from syntra_dspy.programs.judge_calibration import list_contexts
+    from syntra_dspy.judging.calibration import list_contexts
 
     samples = _lexical_lists()
     cal = fit_calibration(samples)
@@ -194,7 +197,7 @@ def test_without_bm25_scores_the_hybrid_score_is_not_offered_and_cannot_be_force
 
 
 def test_a_judged_candidate_set_gets_bm25_scores_per_query_and_none_outside_the_corpus():
-    from syntra_dspy.retrieval.candidates import JudgedCandidate, with_lexical
+    from syntra_dspy.judging.candidates import JudgedCandidate, with_lexical
 
     class Lexical:
         def __init__(self):
@@ -255,7 +258,7 @@ def test_the_weighted_score_learns_to_trust_the_witness_that_separates():
 def test_a_weighted_calibration_round_trips_and_others_serialise_as_before():
     import json
 
-    from syntra_dspy.programs.judge_calibration import JudgeCalibration, sample_contexts
+    from syntra_dspy.judging.calibration import JudgeCalibration, sample_contexts
 
     samples = _misleading_lists()
     cal = fit_calibration(samples, feature="weighted")
@@ -285,7 +288,7 @@ def test_the_hybrid_scores_logged_by_an_agreement_run_are_reproduced_exactly():
     from pathlib import Path
 
     from syntra_dspy.artifacts import load_artifact
-    from syntra_dspy.programs.judge_calibration import ListContext
+    from syntra_dspy.judging.calibration import ListContext
 
     root = Path(__file__).resolve().parents[1]
     cal = load_artifact(root / "artifacts/scifact/22e653baa2bb").program.state.judge

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dspy
 
+from syntra_dspy.judging.labels import LabelledPair
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.optimizers.calibration import LabelledPair, run_calibration
+from syntra_dspy.optimizers.annotation_check import run_calibration
 from syntra_dspy.programs.components import ComponentState, FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.task import TaskDefinition

@@ -10,7 +10,7 @@ import pytest
 from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.lm import OpenAICompatibleServer
 from syntra_dspy.production import produce
-from syntra_dspy.programs.judge_calibration import CLASS_LABEL
+from syntra_dspy.judging.calibration import CLASS_LABEL
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 from test_produce_support import mini_artifact
@@ -59,7 +59,7 @@ def test_graded_production_stores_probabilities_and_applies_the_compiled_calibra
 
 def test_a_relative_calibration_labels_each_candidate_against_the_rest_of_its_list(tmp_path_factory, minilm,
                                                                                   tmp_path):
-    from syntra_dspy.programs.judge_calibration import list_contexts
+    from syntra_dspy.judging.calibration import list_contexts
 
     art, index = mini_artifact(tmp_path_factory, judge="graded", feature="relative")
     calibration = load_artifact(art).program.state.judge
@@ -81,7 +81,7 @@ def test_a_relative_calibration_labels_each_candidate_against_the_rest_of_its_li
 
 
 def test_a_hybrid_calibration_adds_each_candidates_bm25_score_and_stores_it(tmp_path_factory, minilm, tmp_path):
-    from syntra_dspy.programs.judge_calibration import list_contexts
+    from syntra_dspy.judging.calibration import list_contexts
 
     art, index = mini_artifact(tmp_path_factory, judge="graded", feature="hybrid")
     calibration = load_artifact(art).program.state.judge
@@ -190,7 +190,7 @@ def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_gradi
                                                                                        tmp_path):
     from syntra_dspy.errors import ConfigError
     from syntra_dspy.production import export_records
-    from syntra_dspy.programs.judge_calibration import list_contexts
+    from syntra_dspy.judging.calibration import list_contexts
 
     art, index = mini_artifact(tmp_path_factory, judge="graded", feature="relative")
     store = tmp_path / "run.db"

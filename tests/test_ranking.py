@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from syntra_dspy.comparison.agreement import label_agreement
+from syntra_dspy.judging.agreement import label_agreement
 from syntra_dspy.comparison.compare import ComparisonResult, StrategyResult, rank
 from syntra_dspy.comparison.report import markdown
 

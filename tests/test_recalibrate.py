@@ -11,10 +11,10 @@ from test_produce_support import mini_artifact
 
 from syntra_dspy.artifacts import load_artifact, render_prompts, save_artifact
 from syntra_dspy.cli import main
-from syntra_dspy.comparison.judge_eval import measure_agreement
+from syntra_dspy.judging.measure import measure_agreement
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.optimizers.recalibrate import recalibrate_artifact
-from syntra_dspy.programs.judge_calibration import JudgeCalibration, describe, fit_calibration
+from syntra_dspy.judging.recalibrate import recalibrate_artifact
+from syntra_dspy.judging.calibration import JudgeCalibration, describe, fit_calibration
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 
@@ -123,9 +123,9 @@ def test_an_agreement_comparison_reuses_the_grades_of_an_artifact_with_the_same_
     import json
     from collections import Counter
 
-    from syntra_dspy.comparison.judge_eval import JudgmentLog, recalibrated_rows
-    from syntra_dspy.programs.judge import RelevanceJudge
-    from syntra_dspy.retrieval.candidates import JudgedCandidate
+    from syntra_dspy.judging.measure import JudgmentLog, recalibrated_rows
+    from syntra_dspy.judging.judge import RelevanceJudge
+    from syntra_dspy.judging.candidates import JudgedCandidate
     from syntra_dspy.signatures.types import label_class
 
     candidates = [JudgedCandidate(**c) for c in json.loads((tmp_path / "out" / "candidates.json").read_text())]
@@ -144,7 +144,7 @@ def test_a_written_judge_cannot_be_recalibrated(tmp_path_factory, tmp_path):
 
 
 def test_the_command_line_prints_the_new_version_and_its_judge(relative, tmp_path, capsys, monkeypatch):
-    import syntra_dspy.optimizers.recalibrate as recal
+    import syntra_dspy.judging.recalibrate as recal
 
     art, index = relative
     real = recal.recalibrate_artifact

@@ -43,21 +43,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntra_dspy.comparison.judge_eval import measure_agreement
     from syntra_dspy.errors import ConfigError
-    from syntra_dspy.programs.judge import JUDGE_MODES
+    from syntra_dspy.judging.judge import judge_mode, parse_judge_modes
+    from syntra_dspy.judging.measure import measure_agreement
 
-    modes = [m.strip() for m in args.judge.split(",") if m.strip()] if args.judge else []
-    compare_modes = [m.strip() for m in args.compare_judge.split(",") if m.strip()] if args.compare_judge else None
-    bad = [m for m in [*modes, *(compare_modes or [])] if m not in JUDGE_MODES]
-    if bad:
-        raise ConfigError(f"unknown judge mode {bad[0]!r}", field="judge", hint=f"use {' or '.join(JUDGE_MODES)}")
+    modes = list(parse_judge_modes(args.judge))
+    compare_modes = list(parse_judge_modes(args.compare_judge)) or None
     if args.random < 0:
         raise ConfigError("--random must be 0 or more", field="random")
     if not modes:
         from syntra_dspy.production.setup import load_verified
 
-        modes = ["graded" if load_verified(args.artifact).program.state.judge is not None else "written"]
+        modes = [judge_mode(load_verified(args.artifact).program)]
     artifacts = [args.artifact, *([args.compare] if args.compare else [])]
     report = measure_agreement(artifacts, args.dataset, judges=modes, n_queries=args.queries, top_k=args.top_k,
                                random_negatives=args.random, seed=args.seed, out=args.out, generator=args.generator,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from syntra_dspy.programs.judge_calibration import FEATURES
+from syntra_dspy.judging.calibration import FEATURES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -121,7 +121,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _recalibrate(args: argparse.Namespace) -> int:
     from syntra_dspy.artifacts import load_artifact
-    from syntra_dspy.optimizers.recalibrate import recalibrate_artifact
+    from syntra_dspy.judging.recalibrate import recalibrate_artifact
 
     if args.calibration_queries is not None and args.calibration_queries < 0:
         from syntra_dspy.errors import ConfigError

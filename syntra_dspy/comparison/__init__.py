@@ -8,14 +8,6 @@
 
 from __future__ import annotations
 
-from syntra_dspy.comparison.agreement import (
-    Agreement,
-    agreement,
-    cohen_kappa,
-    confusion_matrix,
-    label_agreement,
-    training_label_precision,
-)
 from syntra_dspy.comparison.compare import (
     ComparisonResult,
     StrategyResult,
@@ -25,9 +17,18 @@ from syntra_dspy.comparison.compare import (
     rank,
 )
 from syntra_dspy.comparison.downstream import DownstreamOptions
-from syntra_dspy.comparison.heldout import HeldoutMaterial, HeldoutOptions, JudgedItem, load_judgements
+from syntra_dspy.comparison.heldout import HeldoutMaterial, HeldoutOptions, JudgedItem
 from syntra_dspy.comparison.report import draw_chart, markdown, write_reports
 from syntra_dspy.comparison.scoring import HeldoutScorer
+from syntra_dspy.judging.agreement import (
+    Agreement,
+    agreement,
+    cohen_kappa,
+    confusion_matrix,
+    label_agreement,
+    training_label_precision,
+)
+from syntra_dspy.judging.labels import load_judgements
 
 __all__ = [
     "Agreement",

@@ -20,12 +20,12 @@ from syntra_dspy.comparison.heldout import (
     HeldoutOptions,
     annotation_items,
     fresh_documents,
-    load_judgements,
 )
 from syntra_dspy.comparison.report import shown_path
 from syntra_dspy.comparison.ranking import RankingRule, rank
 from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.judging.labels import load_judgements
 from syntra_dspy.manifest import Manifest
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.retrieval.encoder import Encoder
@@ -145,6 +145,8 @@ def compare_strategies(
     names = parse_strategies(strategies)
     spec = task if isinstance(task, TaskSpec) else load_task(task)
     settings = settings or CompileSettings()
+    for name in names:  # a judge one of the strategies cannot compile is refused before anything is compiled
+        STRATEGIES[name].settings_for(settings)
     heldout = heldout or HeldoutOptions()
     out = Path(out)
     artifacts = Path(artifacts) if artifacts is not None else out / "artifacts"

@@ -22,9 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from syntra_dspy.errors import ConfigError, InputError
+from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
-from syntra_dspy.optimizers.calibration import read_label_file
 
 Source = Literal["judged", "unjudged", "random"]
 UnjudgedPolicy = Literal["hard_negative", "easy_negative", "exclude"]
@@ -87,57 +86,6 @@ def fresh_documents(selected: Sequence[str], all_ids: Sequence[str], *, exclude:
         rest = [d for d in all_ids if d not in taken]
         picked += rng.sample(rest, min(n - len(picked), len(rest)))
     return picked
-
-
-# -- reference judgements --------------------------------------------------------------------------------
-def _gain_class(gain: int) -> str | None:
-    return "positive" if gain >= 1 else "hard_negative" if gain == 0 else None
-
-
-def is_label_file(path: Path) -> bool:
-    """True for a ``query, doc_id, label`` file (by suffix or header), False for BEIR/TREC qrels."""
-    first = path.read_text(encoding="utf-8-sig").split("\n", 1)[0].lower()
-    return path.suffix.lower() in (".csv", ".jsonl", ".json") or first.replace(",", "\t").split("\t")[:3] == [
-        "query", "doc_id", "label"]
-
-
-def load_judgements(spec: str | Path, *, queries: str | Path | None = None) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """``(queries {qid: text}, labels {qid: {doc_id: class}})`` from a qrels file, dataset spec or label file."""
-    text = str(spec)
-    if text.startswith(("beir:", "neuclirtech:")):
-        from syntra_dspy.evaluation.datasets import load_dataset
-
-        ds = load_dataset(text, load_corpus=False)
-        return dict(ds.queries), _classes(ds.qrels, text)
-    path = Path(spec)
-    if not path.is_file():
-        raise InputError("held-out judgements not found", path=path,
-                         hint="give BEIR/TREC qrels, a beir:PATH:split spec, or a 'query, doc_id, label' file")
-    if is_label_file(path):
-        qtexts: dict[str, str] = {}
-        labels: dict[str, dict[str, str]] = {}
-        for pair in read_label_file(path):
-            qid = qtexts.setdefault(pair.query, f"q{len(qtexts) + 1}")
-            labels.setdefault(qid, {})[pair.doc_id] = pair.label
-        return {qid: q for q, qid in qtexts.items()}, labels
-    from syntra_dspy.evaluation.datasets import read_beir_queries, read_topics_tsv
-    from syntra_dspy.evaluation.trec import read_qrels
-
-    qrels = read_qrels(path)
-    qpath = Path(queries) if queries else path.parent.parent / "queries.jsonl"
-    if not qpath.is_file():
-        raise ConfigError("the held-out qrels need their queries", path=qpath,
-                          hint="give --heldout-queries (BEIR queries.jsonl or id<TAB>text topics)")
-    qtexts = read_beir_queries(qpath) if qpath.suffix == ".jsonl" else read_topics_tsv(qpath)
-    return qtexts, _classes(qrels, str(path))
-
-
-def _classes(qrels: dict[str, dict[str, int]], source: str) -> dict[str, dict[str, str]]:
-    out = {qid: {d: c for d, g in docs.items() if (c := _gain_class(int(g))) is not None} for qid, docs in qrels.items()}
-    out = {qid: docs for qid, docs in out.items() if docs}
-    if not out:
-        raise InputError("no usable judgements (gains must be 0 or more)", path=source)
-    return out
 
 
 def annotation_items(queries: dict[str, str], labels: dict[str, dict[str, str]], *, corpus: Any, search: Any,

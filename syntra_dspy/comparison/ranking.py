@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from syntra_dspy.comparison.agreement import paired_kappa_bootstrap
+from syntra_dspy.judging.agreement import paired_kappa_bootstrap
 
 RankKey = Literal["downstream", "kappa", "verifier"]
 #: The strategy every other one's kappa is compared with.

@@ -18,14 +18,14 @@ from typing import Any
 import dspy
 
 from syntra_dspy.artifacts import Artifact
-from syntra_dspy.comparison.agreement import label_agreement
+from syntra_dspy.judging.agreement import label_agreement
 from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.text import clean_text, verifier_score
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.authoring import InstructionAuthor
-from syntra_dspy.programs.judge import Candidate, RelevanceJudge
+from syntra_dspy.judging.judge import Candidate, RelevanceJudge
 
 logger = logging.getLogger(__name__)
 

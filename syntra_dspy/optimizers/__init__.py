@@ -4,7 +4,7 @@ with its drafting, trial, metric and refinement, and one thin Teleprompter per s
 from __future__ import annotations
 
 from syntra_dspy.optimizers.annotation_check import annotation_check
-from syntra_dspy.optimizers.calibration import LabelledPair, read_label_file
+from syntra_dspy.judging.labels import LabelledPair, read_label_file
 from syntra_dspy.optimizers.gepa import GEPASettings, GEPAStrategy
 from syntra_dspy.optimizers.human import FeedbackMismatchError, HumanCalibration, read_feedback
 from syntra_dspy.optimizers.loop import RefinementLoop, Review, ReviewRequest

@@ -69,6 +69,9 @@ class GEPAStrategy(Strategy):
     """Compiles with ``dspy.GEPA`` per stage, scored by the stages' own metrics (or the user's)."""
 
     strategy = "gepa"
+    # The written-label judge only: GEPA rewrites the written-label annotate step; the graded judge's grade step is
+    # read for probabilities and calibrated on trials, which GEPA does not run.
+    judges = ("written",)
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: InstructionAuthor | None = None, gepa: GEPASettings | dict[str, Any] | None = None,
@@ -80,8 +83,7 @@ class GEPAStrategy(Strategy):
         return {**super().get_params(), "gepa": self.gepa.model_dump(mode="json")}
 
     def stages(self, tools: StageTools, material: TrialMaterial, *, infer_definition: bool) -> list[Stage]:
-        # GEPA rewrites the written-label annotate step; the graded judge's grade step is read for probabilities.
-        return build_stages(tools, material, infer_definition=infer_definition, judge="written",
+        return build_stages(tools, material, infer_definition=infer_definition, judge=self.settings.judge,
                             metrics=self.metrics)
 
     def drive(self, stage: Stage, program: SynthesisProgram) -> tuple[SynthesisProgram, LoopReport]:

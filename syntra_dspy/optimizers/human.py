@@ -27,8 +27,8 @@ from syntra_dspy.jsonl import json_objects
 from syntra_dspy.outputs import shown_path
 from syntra_dspy.errors import ConfigError, InputError, SyntraError
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.optimizers.calibration import LabelledPair, labels_text, parse_labels_text, with_texts
-from syntra_dspy.optimizers.human_labels import label_source, read_human_labels
+from syntra_dspy.judging.labels import (LabelledPair, label_source, labels_text, parse_labels_text, read_human_labels,
+                                       with_texts)
 from syntra_dspy.optimizers.loop import Review, ReviewRequest
 from syntra_dspy.optimizers.drive import refine_until_pass
 from syntra_dspy.optimizers.metric import StageMetric

@@ -21,6 +21,8 @@ class NoRefinement(Strategy):
     """Drafts the task definition (when inferred) and the initial instructions once, and evaluates nothing."""
 
     strategy = "none"
+    # The written-label judge only: the graded judge's calibration is fitted on trials, and none are run here.
+    judges = ("written",)
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: InstructionAuthor | None = None, metrics: Mapping[str, StageMetric] | None = None) -> None:
@@ -31,8 +33,7 @@ class NoRefinement(Strategy):
                               hint="use it with --strategy self-improve, human or gepa")
 
     def stages(self, tools: StageTools, material: TrialMaterial, *, infer_definition: bool) -> list[Stage]:
-        # The written-label judge: the graded judge's calibration is fitted on trials, and none are run here.
-        return build_stages(tools, material, infer_definition=infer_definition, judge="written")
+        return build_stages(tools, material, infer_definition=infer_definition, judge=self.settings.judge)
 
     def drive(self, stage: Stage, program: SynthesisProgram) -> tuple[SynthesisProgram, LoopReport]:
         return draft_only(stage, program)

@@ -21,7 +21,7 @@ import dspy
 
 from syntra_dspy.optimizers.query_measures import COPYING
 from syntra_dspy.optimizers.trials import QueryTrial
-from syntra_dspy.programs.grading import Grade, LogprobFallback, ask_digit
+from syntra_dspy.judging.grading import Grade, LogprobFallback, ask_digit
 from syntra_dspy.query_form import copied_share
 
 logger = logging.getLogger(__name__)

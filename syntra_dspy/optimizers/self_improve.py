@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from syntra_dspy.optimizers.calibration import LabelledPair
+from syntra_dspy.judging.labels import LabelledPair
 from syntra_dspy.optimizers.drive import refine_until_pass
 from syntra_dspy.optimizers.loop import Reviewer
 from syntra_dspy.optimizers.metric import StageMetric

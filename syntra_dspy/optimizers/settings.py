@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from syntra_dspy.judging.judge import JudgeMode
 from syntra_dspy.programs.validation import NEAR_DUPLICATE
 
 
@@ -39,9 +40,10 @@ class CompileSettings(BaseModel):
     selection_tau: float = Field(0.6, gt=0, le=1, description="diversity threshold for document selection")
     selection_target: int | None = Field(200, ge=1, description="documents selected before sampling; None = all")
     infer_task_definition: bool = Field(True, description="infer the task definition when the task file has none")
-    judge: Literal["graded", "written"] = Field(
+    judge: JudgeMode = Field(
         "graded", description="graded: one candidate per call, label-token probabilities and a calibration fitted "
-        "here; written: the annotator writes labels for chunks of candidates")
+        "here; written: the annotator writes labels for chunks of candidates (the only judge of the none and gepa "
+        "strategies, which run no calibration trials)")
     judge_feature: Literal["auto", "expected", "fused", "relative", "hybrid", "weighted"] = Field(
         "auto", description="graded judge score: E; E fused with the retriever's cosine; fused plus how far both "
         "stand above the rest of the query's retrieved list (relative); relative plus the candidate's BM25 score and "

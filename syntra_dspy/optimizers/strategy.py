@@ -7,6 +7,7 @@ A strategy is a thin driver: it says which stages it runs (:meth:`Strategy.stage
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import Any, ClassVar
 from dspy.teleprompt import Teleprompter
 
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.judging.judge import JUDGE_MODES, JudgeMode, judge_mode
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.metric import StageMetric, check_metrics
 from syntra_dspy.optimizers.report import CompileReport, LoopReport
@@ -25,22 +27,41 @@ from syntra_dspy.programs.authoring import InstructionAuthor
 from syntra_dspy.programs.components import FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
 
+logger = logging.getLogger(__name__)
+
 
 class Strategy(Teleprompter, ABC):
     """Base of the strategies. ``metrics`` replaces a stage's own metric by the user's, keyed by stage name (see
     :class:`~syntra_dspy.optimizers.metric.StageMetric`)."""
 
     strategy: ClassVar[str]
+    #: The judges this strategy can compile; the first is the one it compiles when ``settings.judge`` is left at
+    #: its default.
+    judges: ClassVar[tuple[JudgeMode, ...]] = JUDGE_MODES
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: InstructionAuthor | None = None, metrics: Mapping[str, StageMetric] | None = None) -> None:
         super().__init__()
-        self.settings = settings or CompileSettings()
+        self.settings = self.settings_for(settings or CompileSettings())
         self.lms = lms
         self.meter = meter
         self.author = author or InstructionAuthor()
         self.metrics = check_metrics(metrics)
         self.report: CompileReport | None = None
+
+    @classmethod
+    def settings_for(cls, settings: CompileSettings) -> CompileSettings:
+        """``settings`` with the judge this strategy compiles: a judge it cannot compile is refused when the user
+        asked for it, and replaced by the strategy's own when it is only the default, so the settings (and the
+        manifest that records them) name the judge the program gets."""
+        if settings.judge in cls.judges:
+            return settings
+        if "judge" in settings.model_fields_set:
+            raise ConfigError(f"the {cls.strategy} strategy compiles the {' or '.join(cls.judges)} judge, not "
+                              f"{settings.judge!r}", field="judge",
+                              hint=f"use --judge {cls.judges[0]}, or a strategy that fits the {settings.judge} "
+                                   "judge's calibration on trials (self-improve, human)")
+        return settings.model_copy(update={"judge": cls.judges[0]})
 
     # -- the Teleprompter contract -----------------------------------------------------------------------
     def compile(self, student: SynthesisProgram, *, trainset: Sequence[FewShotPair], teacher: Any = None,
@@ -82,6 +103,11 @@ class Strategy(Teleprompter, ABC):
         for stage in self.stages(tools, material, infer_definition=student.state.task_definition is None):
             program, report = self.drive(stage, program)
             loops.append(report)
+        compiled = judge_mode(program)
+        if compiled != self.settings.judge:  # the graded loop fitted no calibration: no known positive was graded
+            logger.warning("no judge calibration could be fitted (no known positive was graded): the program "
+                           "judges with %s labels, and the manifest says so", compiled)
+            self.settings = self.settings.model_copy(update={"judge": compiled})
         total = self.meter.snapshot() if self.meter is not None else {}
         return program, CompileReport(self.strategy, self.get_params(), tuple(loops), total,
                                       time.perf_counter() - started)

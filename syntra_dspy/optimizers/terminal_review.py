@@ -16,10 +16,11 @@ from typing import Any, TextIO
 
 from syntra_dspy.errors import SyntraError
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.optimizers.calibration import CalibrationTrial, LabelledPair, read_label_file
+from syntra_dspy.judging.labels import LabelledPair, read_label_file
+from syntra_dspy.optimizers.annotation_check import CalibrationTrial
 from syntra_dspy.optimizers.loop import ReviewRequest
 from syntra_dspy.programs import context as ctx
-from syntra_dspy.programs.grading import Grade
+from syntra_dspy.judging.grading import Grade
 from syntra_dspy.signatures.types import label_class
 
 RULE = "=" * 78

@@ -374,7 +374,7 @@ def data_quality(run: RunStore, *, qrels: str | Path | None = None) -> dict[str,
                              "mean_expected": None if mean_e is None else round(mean_e, 4),
                              "mean_label_mass": None if mean_mass is None else round(mean_mass, 4)}
     if qrels is not None:
-        from syntra_dspy.comparison.agreement import label_agreement
+        from syntra_dspy.judging.agreement import label_agreement
         from syntra_dspy.evaluation.trec import read_qrels
 
         judged = read_qrels(qrels)

@@ -43,8 +43,8 @@ from syntra_dspy.production.units import (
     QueryResult,
     query_id,
 )
-from syntra_dspy.programs.judge import Candidate as JudgeCandidate
-from syntra_dspy.programs.judge import Judgment, RelevanceJudge
+from syntra_dspy.judging.judge import Candidate as JudgeCandidate
+from syntra_dspy.judging.judge import Judgment, RelevanceJudge
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.programs.translation import QueryTranslator
 from syntra_dspy.redact import redact

@@ -24,7 +24,7 @@ from syntra_dspy.production.ray_cluster import RayOptions, worker_shares
 from syntra_dspy.production.ray_worker import DocumentWorker, WorkerPlan
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.production.units import WorkUnit
-from syntra_dspy.programs.judge import RelevanceJudge
+from syntra_dspy.judging.judge import RelevanceJudge
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from syntra_dspy.lm.roles import build_lm, prepare_lm
 from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.setup import ProductionInputs, corpus_location, load_inputs, run_identity
 from syntra_dspy.production.units import DocumentResult, KeptWork
-from syntra_dspy.programs.judge import RelevanceJudge
+from syntra_dspy.judging.judge import RelevanceJudge
 from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)

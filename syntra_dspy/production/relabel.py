@@ -31,8 +31,8 @@ class Relabeller:
     def relabel(self, store: RunStore, row: dict[str, Any]) -> dict[str, Any]:
         """``row`` (as ``RunStore.iter_queries`` yields it) with its candidates' labels from this judge, and
         ``scores``: rank -> this judge's calibrated score (kept-label candidates keep the score the run stored)."""
-        from syntra_dspy.programs.grading import Grade
-        from syntra_dspy.programs.judge import Candidate, Judgment
+        from syntra_dspy.judging.grading import Grade
+        from syntra_dspy.judging.judge import Candidate, Judgment
         from syntra_dspy.signatures.types import label_class
 
         stored = {rank: (doc_id, label) for rank, doc_id, label in row["candidates"]}
@@ -74,10 +74,10 @@ class Relabeller:
 def load_relabeller(store: RunStore, artifact: str | Path) -> Relabeller:
     """The graded judge of ``artifact``, after checking that it grades with the run's grading prompt."""
     from syntra_dspy.artifacts import load_artifact, render_prompts
-    from syntra_dspy.programs.judge import RelevanceJudge
+    from syntra_dspy.judging.judge import RelevanceJudge, judge_mode
 
     loaded = load_artifact(artifact)
-    if loaded.program.state.judge is None:
+    if judge_mode(loaded.program) != "graded":
         raise ConfigError("this artifact has no fitted graded judge to label a run's grades with", path=artifact,
                           hint="give an artifact compiled or recalibrated with --judge graded")
     meta = store.meta()

@@ -52,7 +52,7 @@ from syntra_dspy.production.setup import (
 )
 from syntra_dspy.production.store import RunStore, check_compatible
 from syntra_dspy.production.units import BackendState, DocumentResult, WorkUnit
-from syntra_dspy.programs.judge import RelevanceJudge
+from syntra_dspy.judging.judge import RelevanceJudge
 from syntra_dspy.task import EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)

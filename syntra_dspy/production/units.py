@@ -40,7 +40,7 @@ class Candidate:
     doc_id: str
     score: float
     label: int | None = None
-    grade: Any = None  # the graded judgment behind the label (syntra_dspy.programs.grading.Grade), if graded
+    grade: Any = None  # the graded judgment behind the label (syntra_dspy.judging.grading.Grade), if graded
     judge_score: float | None = None  # the calibrated score the label was cut from (graded judge)
     lexical: float | None = None  # BM25 score for the query (the hybrid judge's lexical witness), when computed
 

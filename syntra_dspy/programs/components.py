@@ -8,7 +8,7 @@ from typing import Any
 from dspy.predict.parameter import Parameter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from syntra_dspy.programs.judge_calibration import JudgeCalibration
+from syntra_dspy.judging.calibration import JudgeCalibration
 from syntra_dspy.task import TaskDefinition
 
 

@@ -14,8 +14,8 @@ from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncom
 from syntra_dspy.languages import cjk_share, language_name, left_cjk_words
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
-from syntra_dspy.programs.grading import DigitLabelAdapter, Grade, ask_digit
-from syntra_dspy.programs.judge import Candidate, RelevanceJudge
+from syntra_dspy.judging.grading import DigitLabelAdapter, Grade, ask_digit
+from syntra_dspy.judging.judge import Candidate, RelevanceJudge
 from syntra_dspy.programs.narrowing import blueprint_list_schema, narrowed_outputs
 from syntra_dspy.programs.retry import (
     LAST_ANSWER_CHARS,  # noqa: F401 - re-exported

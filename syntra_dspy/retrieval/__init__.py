@@ -4,7 +4,8 @@ diversity-aware selection and candidate retrieval.
 ``corpus`` reads BEIR, NeuCLIR CSL and TSV corpora; ``encoder`` loads a sentence-transformers model with its
 query and document prompts (``encoder_languages`` says which languages it reads); ``index`` is the fingerprinted
 inner-product index; ``selection`` is the paper's Algorithm 1; ``sources`` retrieves candidates (dense, or BM25 in
-the documents' language); ``candidates`` builds judged candidate sets; ``context`` builds all of it once per task.
+the documents' language); ``context`` builds all of it once per task. Judged candidate sets (the judge's) are built
+in :mod:`syntra_dspy.judging.candidates`.
 """
 
 from __future__ import annotations

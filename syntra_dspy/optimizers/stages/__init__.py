@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
 
+from syntra_dspy.judging.judge import JudgeMode
 from syntra_dspy.optimizers.metric import StageMetric
 from syntra_dspy.optimizers.stages.annotation import AnnotationStage, LabelSource, given_labels
 from syntra_dspy.optimizers.stages.base import GEPAReadyStage, GEPATrials, Stage, TrialMaterial, TrialModule
@@ -16,7 +16,7 @@ from syntra_dspy.optimizers.tools import StageTools
 
 
 def build_stages(tools: StageTools, material: TrialMaterial, *, infer_definition: bool,
-                 judge: Literal["graded", "written"], metrics: Mapping[str, StageMetric] | None = None,
+                 judge: JudgeMode, metrics: Mapping[str, StageMetric] | None = None,
                  labels: LabelSource | None = None) -> list[Stage]:
     """The stages of one compile, in order; the task definition only when the task file gives none."""
     metrics = metrics or {}

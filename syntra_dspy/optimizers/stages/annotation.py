@@ -14,7 +14,8 @@ import dspy
 
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.annotation_check import annotation_check
-from syntra_dspy.optimizers.calibration import LabelledPair, calibration_check, run_calibration, with_texts
+from syntra_dspy.judging.labels import LabelledPair, with_texts
+from syntra_dspy.optimizers.annotation_check import calibration_check, run_calibration
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.optimizers.stages.base import GEPAReadyStage, GEPATrials, TrialMaterial, TrialModule
 from syntra_dspy.optimizers.text import clean_text

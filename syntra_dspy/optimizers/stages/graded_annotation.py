@@ -1,6 +1,8 @@
 """Stage 3 with the graded judge: the metric is agreement beyond chance on a calibration set (binary kappa and
-positive recall, see :mod:`~syntra_dspy.optimizers.judge_stage`), and the kept attempt's fitted calibration joins
-the program.
+positive recall; the set is built by :mod:`~syntra_dspy.judging.calibration_set`), and the kept attempt's fitted
+calibration joins the program. An attempt grades every candidate with the attempt's instruction, fits a
+:class:`JudgeCalibration`, and passes when binary Cohen's kappa and positive recall on the set reach their targets;
+mismatches (positives called negative, random documents called positive) become the refiner's feedback.
 
 The first attempt grades with the task definition and the fixed scale alone (plus any instruction the task
 gives): no drafted instruction, which on SciFact made the 1.5B model's grades flatter. Refinements add
@@ -10,20 +12,21 @@ task-specific guidance written from the mismatches.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from syntra_dspy.retrieval.candidates import JudgedCandidate, with_lexical
-from syntra_dspy.optimizers import judge_stage as js
-from syntra_dspy.optimizers.calibration import LabelledPair
+from syntra_dspy.judging import calibration_set as js
+from syntra_dspy.judging.calibration import JudgeCalibration, fit_calibration, sample_contexts
+from syntra_dspy.judging.candidates import JudgedCandidate, with_lexical
+from syntra_dspy.judging.grading import Grade
+from syntra_dspy.judging.labels import LabelledPair
 from syntra_dspy.optimizers.metric import StageMetric
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.optimizers.stages.annotation import LabelSource, given_labels
 from syntra_dspy.optimizers.stages.base import Stage, TrialMaterial
 from syntra_dspy.optimizers.text import clean_text
 from syntra_dspy.optimizers.tools import StageTools
-from syntra_dspy.programs.grading import Grade
-from syntra_dspy.programs.judge_calibration import fit_calibration
+from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.synthesis import SynthesisProgram
 
 logger = logging.getLogger(__name__)
@@ -70,7 +73,7 @@ class GradedAnnotationStage(Stage[str, list["Grade | None"]]):
 
     def evaluate(self, attempt: str, outputs: list[Grade | None]) -> Evaluation:
         s = self.settings
-        return js.evaluate_graded(self.candidates, outputs, self.material.corpus, feature=s.judge_feature,
+        return evaluate_graded(self.candidates, outputs, self.material.corpus, feature=s.judge_feature,
                                   kappa_target=s.judge_kappa_target, recall_target=s.judge_recall_target)
 
     def refine(self, attempt: str, outputs: Any, evaluation: Evaluation) -> str:
@@ -101,3 +104,53 @@ def confirmed_candidates(candidates: Any, pairs: Sequence[LabelledPair] | None) 
     dvecs = encoder.encode_documents([p.text or "" for p in pairs])
     return [JudgedCandidate(f"confirmed-{p.query[:40]}", p.query, p.doc_id, None, float(q @ d), p.label, "human",
                             text=p.text) for p, q, d in zip(pairs, qvecs, dvecs)]
+
+
+def mismatches(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | None], calibration: JudgeCalibration,
+               corpus: Any, *, limit: int = 8, max_doc_chars: int = 500) -> str:
+    """Known positives the calibrated judge called negative, and random documents it called positive."""
+    lines = []
+    graded = [(c, g) for c, g in zip(candidates, grades) if g is not None and g.expected is not None]
+    contexts = sample_contexts(js.samples_of([c for c, _ in graded], [g for _, g in graded]))
+    for (c, g), context in zip(graded, contexts):
+        assert g is not None and g.expected is not None
+        klass = calibration.classify(g.expected, c.cosine, context, c.lexical)
+        wrong_pos = c.gold == "positive" and klass != "positive"
+        wrong_ctrl = c.source == "control" and klass == "positive"
+        if not (wrong_pos or wrong_ctrl):
+            continue
+        text = c.text if c.text is not None else corpus[c.doc_id].content
+        kind = "Known-relevant document" if wrong_pos else "Unrelated control document (drawn at random)"
+        expected = "expected 2 or 3" if wrong_pos else "expected 0 or 1"
+        lines.append(f"{len(lines) + 1}. Query: {c.query}\n   {kind}: {ctx.clip(text, max_doc_chars)}\n"
+                     f"   Label given: {g.written if g.written is not None else '?'} (mean label "
+                     f"{g.expected:.2f}; {expected})")
+        if len(lines) >= limit:
+            break
+    return "\n\n".join(lines)
+
+
+def evaluate_graded(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | None], corpus: Any, *,
+                    feature: str, kappa_target: float, recall_target: float,
+                    explain: Callable[[str], str] | None = None) -> Evaluation:
+    """Fit the calibration on this attempt's grades; score = binary kappa on the calibration set."""
+    samples = js.samples_of(candidates, grades)
+    if not any(s.gold == "positive" for s in samples):
+        return Evaluation(0.0, False, "No known positive could be graded: the annotator's answers were unusable.",
+                          {"graded": len(samples), "candidates": len(candidates)})
+    calibration = fit_calibration(samples, feature=feature)  # type: ignore[arg-type]
+    summary = calibration.summary
+    assert summary is not None
+    kappa, recall = summary.binary_kappa, summary.positive_recall
+    passed = kappa is not None and recall is not None and kappa >= kappa_target and recall >= recall_target
+    details = {"calibration": calibration.description(), "graded": len(samples),
+               "candidates": len(candidates)}
+    score = 0.0 if kappa is None else round(kappa, 4)
+    if passed:
+        return Evaluation(score, True, "", details)
+    text = mismatches(candidates, grades, calibration, corpus)
+    details["mismatches"] = bool(text)
+    feedback = (explain(text) if explain and text else text) or (
+        f"Agreement on the calibration set is kappa {kappa} with positive recall {recall}; make the relevance "
+        "criterion sharper so relevant documents get clearly higher labels than merely related ones.")
+    return Evaluation(score, False, feedback, details)

@@ -20,13 +20,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.retrieval.candidates import JudgedCandidate, build_candidates, with_lexical
-from syntra_dspy.comparison.agreement import label_agreement
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
-from syntra_dspy.programs.grading import Grade
-from syntra_dspy.programs.judge import Candidate, Judgment, RelevanceJudge
-from syntra_dspy.programs.judge_calibration import best_cut, roc_auc
+from syntra_dspy.judging.agreement import label_agreement, paired_kappa_bootstrap
+from syntra_dspy.judging.calibration import best_cut, roc_auc
+from syntra_dspy.judging.candidates import JudgedCandidate, build_candidates, lexical_witness, with_lexical
+from syntra_dspy.judging.grading import Grade
+from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge
 from syntra_dspy.signatures.types import label_class
 
 
@@ -136,15 +136,6 @@ def _null():
     return nullcontext()
 
 
-def _kappa_at_best_cut(scores: Sequence[float], gold: Sequence[bool]) -> float | None:
-    from syntra_dspy.comparison.agreement import cohen_kappa
-
-    if not any(gold) or all(gold):
-        return None
-    cut = best_cut(scores, gold)
-    return cohen_kappa(["p" if g else "n" for g in gold], ["p" if s >= cut else "n" for s in scores], ("p", "n"))
-
-
 def score_judge(candidates: Sequence[JudgedCandidate], rows: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
     """Agreement of one judge's labels with the reference, and how well its scores rank positives first."""
     gold = [c.gold for c in candidates]
@@ -156,10 +147,10 @@ def score_judge(candidates: Sequence[JudgedCandidate], rows: Sequence[dict[str, 
                 else r["judgment"]["grade"]["expected"] for r in rows]
     cosines = [c.cosine for c in candidates]
     ranking: dict[str, Any] = {"cosine": {"auc": roc_auc(cosines, is_pos),
-                                          "best_binary_kappa": _kappa_at_best_cut(cosines, is_pos)}}
+                                          "best_binary_kappa": best_cut(cosines, is_pos).kappa}}
     if candidates and all(c.lexical is not None for c in candidates):  # BM25 alone: what no LLM call gives
         lexical = [float(c.lexical) for c in candidates]  # type: ignore[arg-type]
-        ranking["bm25"] = {"auc": roc_auc(lexical, is_pos), "best_binary_kappa": _kappa_at_best_cut(lexical, is_pos)}
+        ranking["bm25"] = {"auc": roc_auc(lexical, is_pos), "best_binary_kappa": best_cut(lexical, is_pos).kappa}
     scored = [(e, c, p) for e, c, p in zip(expected, cosines, is_pos) if e is not None]
     if scored:
         import statistics
@@ -171,8 +162,8 @@ def score_judge(candidates: Sequence[JudgedCandidate], rows: Sequence[dict[str, 
             return [(v - mean) / sd for v in values]
 
         fused = [a + b for a, b in zip(z(e_vals), z(c_vals))]
-        ranking["expected"] = {"auc": roc_auc(e_vals, pos), "best_binary_kappa": _kappa_at_best_cut(e_vals, pos)}
-        ranking["fused"] = {"auc": roc_auc(fused, pos), "best_binary_kappa": _kappa_at_best_cut(fused, pos)}
+        ranking["expected"] = {"auc": roc_auc(e_vals, pos), "best_binary_kappa": best_cut(e_vals, pos).kappa}
+        ranking["fused"] = {"auc": roc_auc(fused, pos), "best_binary_kappa": best_cut(fused, pos).kappa}
     result["ranking"] = ranking
     done = [r for r in rows if r is not None]
     result["cost"] = {
@@ -189,8 +180,6 @@ def score_judge(candidates: Sequence[JudgedCandidate], rows: Sequence[dict[str, 
 def paired_kappa_difference(candidates: Sequence[JudgedCandidate], a: Sequence[dict | None], b: Sequence[dict | None],
                             *, rounds: int = 2000, seed: int = 0) -> dict[str, float | None]:
     """Binary kappa of judge b minus judge a, with a 95% bootstrap interval over queries (paired: same candidates)."""
-    from syntra_dspy.comparison.agreement import paired_kappa_bootstrap
-
     def classes(rows: Sequence[dict | None]) -> list[str | None]:
         return [None if r is None or r["judgment"] is None else label_class(r["judgment"]["label"]) for r in rows]
 
@@ -240,19 +229,6 @@ def candidates_to_json(candidates: Sequence[JudgedCandidate]) -> list[dict[str, 
 
 
 # ── the whole measurement ───────────────────────────────────────────────────────────────────────────────
-
-
-def lexical_witness(corpus: Any, query_language: str, document_language: str) -> Any:
-    """BM25 over ``corpus`` for scoring candidates, when queries and documents share a language BM25 can tokenise
-    (None otherwise)."""
-    from syntra_dspy.retrieval.sources import LexicalSourceRank
-
-    if query_language.split("-")[0].lower() != document_language.split("-")[0].lower():
-        return None
-    try:
-        return LexicalSourceRank(corpus, language=document_language)
-    except ConfigError:
-        return None
 
 
 def excluded_queries(program: Any) -> list[str]:

@@ -3,7 +3,9 @@
 Shared by the judge's calibration in test mode and by ``syntra agreement``: for a query, the dense top-K from the
 corpus index, any judged positive retrieval missed (``added_positive``), and random corpus documents (``random``).
 A judged positive (gain >= 1) is positive, another retrieved candidate a hard negative (IR evaluation counts it not
-relevant; retrieval put it in the top-K), a random document an easy negative.
+relevant; retrieval put it in the top-K), a random document an easy negative. The lexical witness
+(:func:`lexical_witness`, :func:`with_lexical`) adds each candidate's BM25 score for its query, which a hybrid or
+weighted calibration weighs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ class JudgedCandidate:
     source: str  # retrieved | added_positive | random (calibration sets also: example_positive, control, human)
     text: str | None = None  # the document text when it is not a corpus document (a few-shot positive given as text)
     lexical: float | None = None  # BM25 score for the query (:func:`with_lexical`); None: not computed or not a corpus doc
+
+
+def lexical_witness(corpus: Any, query_language: str, document_language: str) -> Any:
+    """BM25 over ``corpus`` for scoring candidates, when queries and documents share a language BM25 can tokenise
+    (None otherwise)."""
+    from syntra_dspy.retrieval.sources import LexicalSourceRank
+
+    if query_language.split("-")[0].lower() != document_language.split("-")[0].lower():
+        return None
+    try:
+        return LexicalSourceRank(corpus, language=document_language)
+    except ConfigError:
+        return None
 
 
 def with_lexical(candidates: Sequence[JudgedCandidate], lexical: Any) -> list[JudgedCandidate]:

@@ -31,9 +31,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from syntra_dspy.judging.agreement import agreement, cohen_kappa, to_binary
 
 Klass = Literal["positive", "hard_negative", "easy_negative"]
 Feature = Literal["expected", "fused", "relative", "hybrid", "weighted"]
@@ -254,12 +256,6 @@ def classify_score(score: float, positive: float, hard: float, related: float | 
 # ── fitting ───────────────────────────────────────────────────────────────────────────────────────────
 
 
-def _kappa(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> float | None:
-    from syntra_dspy.comparison.agreement import cohen_kappa
-
-    return cohen_kappa(gold, pred, labels)
-
-
 def _cuts(scores: Sequence[float]) -> list[float]:
     """Candidate thresholds: midpoints between distinct sorted scores, plus one below and one above all."""
     values = sorted(set(scores))
@@ -269,24 +265,35 @@ def _cuts(scores: Sequence[float]) -> list[float]:
     return [values[0] - 1e-6, *mids, values[-1] + 1e-6]
 
 
-def _middle_of_best(cuts: Sequence[float], kappa_at: Any) -> float:
-    """The cut with the highest kappa (an undefined kappa counts as -1); among equal ones, the middle one."""
+def _middle_of_best(cuts: Sequence[float], kappa_at: Any) -> tuple[float, float | None]:
+    """The cut with the highest kappa (an undefined kappa counts as -1); among equal ones, the middle one; and the
+    kappa at that cut."""
     best, runs = -math.inf, []
     for cut in cuts:
-        k = kappa_at(cut)
-        k = -1.0 if k is None else k
+        kappa = kappa_at(cut)
+        k = -1.0 if kappa is None else kappa
         if k > best + 1e-12:
-            best, runs = k, [cut]
+            best, runs = k, [(cut, kappa)]
         elif abs(k - best) <= 1e-12:
-            runs.append(cut)
+            runs.append((cut, kappa))
     return runs[len(runs) // 2]
 
 
-def best_cut(scores: Sequence[float], gold: Sequence[bool]) -> float:
-    """The threshold (score >= t is positive) with the highest binary kappa; the middle one of the best run."""
+class BestCut(NamedTuple):
+    """The binary threshold that agrees best with a reference, and its kappa (None when the reference holds one
+    class only: no threshold can agree beyond chance)."""
+
+    threshold: float
+    kappa: float | None
+
+
+def best_cut(scores: Sequence[float], gold: Sequence[bool]) -> BestCut:
+    """The threshold (score >= t is positive) with the highest binary kappa, the middle one of the best run, and
+    that kappa: what a calibration cuts at, and what a report shows as the best any threshold could do."""
     gold_l = ["positive" if g else "negative" for g in gold]
-    return _middle_of_best(_cuts(scores), lambda cut: _kappa(
+    threshold, kappa = _middle_of_best(_cuts(scores), lambda cut: cohen_kappa(
         gold_l, ["positive" if s >= cut else "negative" for s in scores], ("positive", "negative")))
+    return BestCut(threshold, kappa if any(gold) and not all(gold) else None)
 
 
 def _hard_cut(scores: Sequence[float], gold: Sequence[str], positive: float,
@@ -299,8 +306,8 @@ def _hard_cut(scores: Sequence[float], gold: Sequence[str], positive: float,
     cuts = _cuts([r for s, r in zip(scores, related) if s < positive])
     if same:  # on the positive score itself a cut at or above ``positive`` separates nothing
         cuts = [c for c in cuts if c < positive] or [positive]
-    return _middle_of_best(cuts, lambda cut: _kappa(
-        gold, [classify_score(s, positive, cut, r) for s, r in zip(scores, related)], labels))
+    return _middle_of_best(cuts, lambda cut: cohen_kappa(
+        gold, [classify_score(s, positive, cut, r) for s, r in zip(scores, related)], labels))[0]
 
 
 def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
@@ -384,7 +391,7 @@ def fit_feature(samples: Sequence[CalibrationSample], feature: Feature,
                              **settings)
     both = [probe.scores(s.expected, s.cosine, c, s.lexical) for s, c in zip(samples, contexts)]
     scores = [score for score, _ in both]
-    positive = best_cut(scores, is_pos)
+    positive = best_cut(scores, is_pos).threshold
     hard = _hard_cut(scores, [s.gold for s in samples], positive,
                      [related for _, related in both] if feature == "weighted" else None)
     return probe.model_copy(update={"positive_threshold": positive, "hard_threshold": hard})
@@ -409,7 +416,7 @@ def _cv_kappa(samples: Sequence[CalibrationSample], feature: Feature, contexts: 
                 gold.append("positive" if s.gold == "positive" else "negative")
                 pred.append("positive" if fitted.classify(s.expected, s.cosine, context, s.lexical) == "positive"
                             else "negative")
-    return _kappa(gold, pred, ("positive", "negative")) if gold else None
+    return cohen_kappa(gold, pred, ("positive", "negative")) if gold else None
 
 
 def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | Literal["auto"] = "auto"
@@ -418,8 +425,6 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
 
     ``auto`` chooses from ``AUTO_FEATURES`` and considers ``hybrid`` only when every sample has a BM25 score (a
     same-language task); ``weighted``, fitted only when asked for, weighs the BM25 terms only then."""
-    from syntra_dspy.comparison.agreement import agreement, to_binary
-
     if not samples:
         raise ValueError("a judge calibration needs at least one judged candidate")
     if not any(s.gold == "positive" for s in samples):

@@ -18,14 +18,35 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from syntra_dspy.errors import LMOutputError
-from syntra_dspy.programs.grading import Grade, LogprobFallback
-from syntra_dspy.programs.judge_calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
-                                                   classify_score, list_contexts)
+from syntra_dspy.judging.calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
+                                            classify_score, list_contexts)
+from syntra_dspy.judging.grading import Grade, LogprobFallback
 from syntra_dspy.signatures.types import label_class
 
 logger = logging.getLogger(__name__)
+#: The judge a program labels with; one type from ``syntra compile --judge`` (``CompileSettings.judge``) through the
+#: strategies and the manifest to production and ``syntra agreement --judge``.
 JudgeMode = Literal["graded", "written"]
 JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
+
+
+def judge_mode(program: Any) -> JudgeMode:
+    """The judge ``program`` was compiled with: ``graded`` when it holds a fitted calibration, else ``written``.
+
+    What production and ``syntra agreement`` use by default, and what the compile records in the manifest
+    (``settings.judge``), so the record and the program cannot disagree."""
+    return "graded" if program.state.judge is not None else "written"
+
+
+def parse_judge_modes(text: str | None) -> tuple[JudgeMode, ...]:
+    """Judge modes from a comma-separated flag value (``graded,written``); empty for None or an empty value."""
+    from syntra_dspy.errors import ConfigError
+
+    modes = tuple(m.strip() for m in (text or "").split(",") if m.strip())
+    bad = [m for m in modes if m not in JUDGE_MODES]
+    if bad:
+        raise ConfigError(f"unknown judge mode {bad[0]!r}", field="judge", hint=f"use {' or '.join(JUDGE_MODES)}")
+    return modes  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -64,7 +85,7 @@ class RelevanceJudge:
     def __init__(self, program: Any, *, mode: JudgeMode | None = None, chunk_size: int = 1) -> None:
         calibration: JudgeCalibration | None = program.state.judge
         self.program = program
-        self.mode: JudgeMode = mode or ("graded" if calibration is not None else "written")
+        self.mode: JudgeMode = mode or judge_mode(program)
         if self.mode not in JUDGE_MODES:
             raise ValueError(f"unknown judge mode {self.mode!r}; use one of {', '.join(JUDGE_MODES)}")
         self.calibration = calibration or UNCALIBRATED

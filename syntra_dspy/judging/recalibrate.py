@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import ArtifactError, ConfigError
-from syntra_dspy.optimizers import judge_stage as js
-from syntra_dspy.programs.judge_calibration import CalibrationSample, JudgeCalibration, fit_calibration
-from syntra_dspy.retrieval.candidates import with_lexical
+from syntra_dspy.judging import calibration_set as js
+from syntra_dspy.judging.calibration import CalibrationSample, JudgeCalibration, fit_calibration
+from syntra_dspy.judging.candidates import lexical_witness, with_lexical
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,6 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
     were graded now and how many reused."""
     import dspy
 
-    from syntra_dspy.comparison.judge_eval import lexical_witness
     from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.production.setup import load_inputs, resolve_generator
 

@@ -1,0 +1,42 @@
+"""The relevance judge: how a candidate is graded, how grades become training roles, and how far the judge agrees
+with people.
+
+``grading`` asks for one candidate's 0-3 label and reads the label tokens' probabilities; ``calibration`` fits the
+score and cut points that map grades to positive / hard negative / easy negative (compiled into the program);
+``judge`` is the one class every caller labels through (:class:`RelevanceJudge`, graded or written); ``agreement``
+holds the agreement statistics (accuracy, Cohen's kappa, paired bootstrap); ``labels`` reads what people judged
+(label files, qrels, judged datasets); ``candidates`` builds judged candidate sets and the lexical witness (BM25);
+``calibration_set`` builds and grades test mode's calibration set. Two commands sit on top: ``measure``
+(``syntra agreement``) and ``recalibrate`` (``syntra artifacts recalibrate``); they load artifacts, so they are
+imported by their module path, not from here.
+"""
+
+from __future__ import annotations
+
+from syntra_dspy.judging.agreement import Agreement, agreement, cohen_kappa, label_agreement
+from syntra_dspy.judging.calibration import BestCut, CalibrationSample, JudgeCalibration, best_cut, fit_calibration
+from syntra_dspy.judging.grading import Grade
+from syntra_dspy.judging.judge import JUDGE_MODES, Candidate, JudgeMode, Judgment, RelevanceJudge, judge_mode
+from syntra_dspy.judging.labels import LabelledPair, load_judgements, read_label_file
+
+__all__ = [
+    "JUDGE_MODES",
+    "Agreement",
+    "BestCut",
+    "CalibrationSample",
+    "Candidate",
+    "Grade",
+    "JudgeCalibration",
+    "JudgeMode",
+    "Judgment",
+    "LabelledPair",
+    "RelevanceJudge",
+    "agreement",
+    "best_cut",
+    "cohen_kappa",
+    "fit_calibration",
+    "judge_mode",
+    "label_agreement",
+    "load_judgements",
+    "read_label_file",
+]
