@@ -253,13 +253,15 @@ def test_the_manifest_records_the_encoder_setting_and_its_id(prefixed_artifact):
 
 
 def test_production_loads_the_artifacts_encoder_with_its_prompts(prefixed_artifact, minilm):
+    from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs
 
     artifact, index = prefixed_artifact
-    inputs = load_inputs(artifact.path, index_dir=index)
+    inputs = load_inputs(artifact.path, ProduceConfig(index_dir=index))
     assert inputs.encoder.query_prefix == "claim: " and inputs.encoder.id == artifact.meta.fingerprints.encoder
     assert inputs.index.fingerprint == artifact.meta.fingerprints.index  # the compile's index, reused
-    plain = load_inputs(artifact.path, encoder="all-MiniLM-L6-v2", index_dir=index.parent / "other-index")
+    plain = load_inputs(artifact.path, ProduceConfig(index_dir=index.parent / "other-index"),
+                        encoder="all-MiniLM-L6-v2")
     assert plain.encoder.id == minilm.id != inputs.encoder.id  # named deliberately: another id, another index
 
 

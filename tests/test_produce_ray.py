@@ -96,6 +96,30 @@ def test_without_ray_the_flag_says_how_to_install_it(mini, minilm, tmp_path, mon
     assert main(["produce", str(art), "--store", str(tmp_path / "run.db"), "--ray", "--index-dir", str(index)]) == 2
 
 
+def test_a_worker_rebuilds_the_drivers_inputs_from_its_plan(mini, minilm):
+    """The plan crosses to a worker as JSON and carries the config as the driver resolved it (top_k capped, the
+    artifact's chunk size); the worker loads the same inputs from it. Ray itself is not needed to check that."""
+    import json
+
+    from syntra_dspy.production import ProduceConfig
+    from syntra_dspy.production.ray_worker import DocumentWorker, WorkerPlan, worker_plan
+    from syntra_dspy.production.setup import load_inputs
+    from syntra_dspy.task import LMSpec
+
+    art, index = mini
+    config = ProduceConfig(index_dir=index, top_k=10**6, queries_per_doc=2, retry_temperature=0.3,
+                           ray=RayOptions(workers=1))
+    inputs = load_inputs(art, config, encoder=minilm)
+    with OpenAICompatibleServer(SyntraBrain()) as server:
+        plan = worker_plan(inputs, LMSpec(model="hosted_vllm/fake", api_base=server.base_url), config, corpus=None)
+        sent = json.loads(json.dumps(plan.model_dump(mode="json")))
+        assert WorkerPlan.model_validate(sent) == plan
+        assert plan.config.top_k == len(inputs.corpus) and plan.config.chunk_size == inputs.settings.chunk_size
+        assert plan.config.ray is None and plan.config.index_dir.is_absolute()
+        worker = DocumentWorker(sent, slots=1)
+    assert worker.pipeline.settings == inputs.settings and worker.pipeline.retry_temperature == 0.3
+
+
 def test_ray_needs_a_named_generator_and_a_slot_per_worker(mini, minilm, tmp_path):
     art, index = mini
     with pytest.raises(ConfigError, match="generator must be named"):

@@ -201,14 +201,15 @@ def test_dense_candidates_stay_the_default_and_translate_nothing(clir, tmp_path)
 
 
 def test_the_task_files_candidates_setting_is_the_default(clir, tmp_path):
+    from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs
 
     art, index, _ = clir
-    assert load_inputs(art, encoder=CharEncoder(), index_dir=index).settings.candidates == "dense"
-    assert load_inputs(art, encoder=CharEncoder(), index_dir=index,
-                       candidates="bm25-translated").settings.candidates == "bm25-translated"
-    with pytest.raises(ConfigError, match="unknown candidate source 'sparse'"):
-        load_inputs(art, encoder=CharEncoder(), index_dir=index, candidates="sparse")
+    assert load_inputs(art, ProduceConfig(index_dir=index), encoder=CharEncoder()).settings.candidates == "dense"
+    assert load_inputs(art, ProduceConfig(index_dir=index, candidates="bm25-translated"),
+                       encoder=CharEncoder()).settings.candidates == "bm25-translated"
+    with pytest.raises(ConfigError, match="candidates.*'dense' or 'bm25-translated', got 'sparse'"):
+        ProduceConfig(index_dir=index, candidates="sparse")
 
 
 def test_produce_takes_the_candidate_source_on_the_command_line():

@@ -33,6 +33,13 @@ class DownstreamOptions:
     train: Any = None
     baseline: bool = True
 
+    def produce_config(self) -> Any:
+        """The production settings of every strategy's run (a ``ProduceConfig``)."""
+        from syntra_dspy.production import ProduceConfig
+
+        return ProduceConfig(docs=self.docs, queries_per_doc=self.queries_per_doc, concurrency=self.concurrency,
+                             progress=False)
+
 
 def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOptions, context: CorpusContext,
                    lms: Any, out: str | Path) -> dict[str, Any] | None:
@@ -54,9 +61,8 @@ def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOpti
         folder = out / f"{result.strategy}-{result.version}"
         folder.mkdir(parents=True, exist_ok=True)
         logger.info("downstream %s: producing from %d documents", result.strategy, options.docs)
-        made = produce(result.artifact, folder / "run.sqlite", context=context, docs=options.docs,
-                       queries_per_doc=options.queries_per_doc, concurrency=options.concurrency,
-                       generator=lms.generator, progress=False)
+        made = produce(result.artifact, folder / "run.sqlite", options.produce_config(), context=context,
+                       generator=lms.generator)
         exported = export_records(folder / "run.sqlite", folder / "records.jsonl")
         row: dict[str, Any] = {"records": exported.records, "queries": made.queries,
                                "produce_calls": made.calls, "produce_seconds": round(made.seconds, 1)}

@@ -256,13 +256,14 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     from syntra_dspy.evaluation.datasets import load_dataset
     from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.lm.usage import UsageMeter
+    from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs, resolve_generator
 
     logger = logging.getLogger(__name__)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ds = load_dataset(dataset)
-    loaded = [load_inputs(path, corpus=ds.corpus, index_dir=index_dir) for path in artifacts]
+    loaded = [load_inputs(path, ProduceConfig(index_dir=index_dir), corpus=ds.corpus) for path in artifacts]
     first = loaded[0]
     exclude = [q for inputs in loaded for q in excluded_queries(inputs.artifact.program)]
     if exclude_queries is not None:

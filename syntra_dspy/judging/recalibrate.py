@@ -118,10 +118,11 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
     import dspy
 
     from syntra_dspy.lm.roles import prepare_lm
+    from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs, resolve_generator
 
     settings, program = original.meta.optimizer, original.program
-    inputs = load_inputs(original.path, index_dir=index_dir)
+    inputs = load_inputs(original.path, ProduceConfig(index_dir=index_dir))
     material = js.calibration_set(program.state.examples, inputs, k=int(settings.get("annotation_candidates", 8)),
                                   controls=max(1, int(settings.get("control_negatives", 1))),
                                   seed=int(settings.get("seed", 42)), labels=labels, label_queries=queries)

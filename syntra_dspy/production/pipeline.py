@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import dspy
@@ -34,6 +33,7 @@ from syntra_dspy.errors import (
 )
 from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.lm.usage import UsageMeter, submit_in_context
+from syntra_dspy.production.config import UnitSettings
 from syntra_dspy.production.units import (
     Candidate,
     DocumentResult,
@@ -50,7 +50,6 @@ from syntra_dspy.programs.translation import QueryTranslator
 from syntra_dspy.redact import redact
 from syntra_dspy.retrieval.sources import LexicalCandidates, LexicalSourceRank
 from syntra_dspy.signatures.types import Blueprint
-from syntra_dspy.task import CandidateSource
 from syntra_dspy.programs.validation import Features, WriteTally, fallback_blueprints, generic_dimensions
 
 if TYPE_CHECKING:
@@ -81,19 +80,6 @@ class LockedSearcher:
     def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         with self._lock:
             return self._searcher.search(queries, k)
-
-
-@dataclass(frozen=True)
-class UnitSettings:
-    """The settings that decide what a document yields (recorded in the store; fixed for a run).
-
-    ``candidates``: ``dense`` (the encoder's index) or ``bm25-translated`` (BM25 in the documents' language, each
-    query translated into it first when the task is cross-language)."""
-
-    queries_per_doc: int
-    top_k: int
-    chunk_size: int
-    candidates: CandidateSource = "dense"
 
 
 def classify(exc: BaseException) -> FailureKind:

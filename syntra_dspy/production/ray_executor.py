@@ -18,6 +18,7 @@ from typing import Any
 
 from syntra_dspy.errors import RunAbandoned, SyntraError, is_fatal_backend_error, stops_run
 from syntra_dspy.lm.roles import embedded_name
+from syntra_dspy.production.config import ProduceConfig
 from syntra_dspy.production.ledger import ProductionAborted, RunLedger, resume_hint
 from syntra_dspy.production.pipeline import describe_error
 from syntra_dspy.production.ray_cluster import RayOptions, worker_shares
@@ -116,14 +117,15 @@ def _worker_failure(exc: BaseException) -> BaseException:
 
 
 def execute_on_ray(ray: ModuleType, run: RunStore, session: int, plan: WorkerPlan, todo: list[WorkUnit],
-                   judge: RelevanceJudge, *, options: RayOptions, concurrency: int, progress: bool, max_errors: int,
-                   retry_failed: bool = False) -> tuple[str, int, float]:
-    """Run ``todo`` on Ray workers, committing each result on arrival; the same contract as the thread pool."""
-    ledger = RunLedger(run, session, total=len(todo), max_errors=max_errors, progress=progress)
+                   judge: RelevanceJudge, config: ProduceConfig) -> tuple[str, int, float]:
+    """Run ``todo`` on Ray workers (``config.ray``), committing each result on arrival; the same contract as the
+    thread pool."""
+    retry_failed = config.retry_failed
+    ledger = RunLedger(run, session, total=len(todo), max_errors=config.max_errors, progress=config.progress)
     pool: WorkerPool | None = None
     try:
         with ledger:
-            pool = WorkerPool(ray, plan, options, concurrency)
+            pool = WorkerPool(ray, plan, config.ray or RayOptions(), config.concurrency)
             where = pool.wait_ready()
             logger.info("Ray workers ready on %s after %.1f s", ", ".join(sorted({w["host"] for w in where})),
                         ledger.seconds)

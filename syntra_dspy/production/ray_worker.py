@@ -26,54 +26,50 @@ import syntra_dspy
 from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.lm.roles import build_lm, prepare_lm
+from syntra_dspy.production.config import ProduceConfig
 from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.setup import ProductionInputs, corpus_location, load_inputs, run_identity
 from syntra_dspy.production.units import DocumentResult, KeptWork
 from syntra_dspy.judging.judge import RelevanceJudge
-from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
+from syntra_dspy.task import EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
 
 
 class WorkerPlan(BaseModel):
-    """What a worker needs to rebuild the driver's pipeline; validated again on the worker."""
+    """What a worker needs to rebuild the driver's pipeline; validated again on the worker. ``config`` is the
+    driver's, with the unit settings as the driver resolved them and the paths made absolute."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     package_version: str
     artifact: str
-    artifact_key_env: str | None = None
     corpus: str
-    corpus_format: str
     encoder: EncoderSpec  # the driver's encoder with its prompts, a folder as an absolute path
-    index_dir: str
-    queries_per_doc: int
-    top_k: int
-    chunk_size: int
-    candidates: CandidateSource = "dense"
+    config: ProduceConfig
     generator: LMSpec
-    retry_temperature: float
     identity: dict[str, Any]
 
 
-def worker_plan(inputs: ProductionInputs, generator: LMSpec, *, corpus: str | Path | Corpus | None,
-                corpus_format: str | None, artifact_key_env: str | None, retry_temperature: float) -> WorkerPlan:
+def worker_plan(inputs: ProductionInputs, generator: LMSpec, config: ProduceConfig, *,
+                corpus: str | Path | Corpus | None) -> WorkerPlan:
     """The driver's inputs as paths every worker can load (absolute, as the driver resolved them)."""
     if isinstance(corpus, Corpus):
         raise ConfigError("with Ray, the corpus must be a file the workers can read, not a Corpus object",
                           field="corpus", hint="pass corpus=PATH (or --corpus PATH)")
-    corpus_path, fmt = corpus_location(inputs.artifact.meta.task_spec.corpus, corpus, corpus_format)
+    corpus_path, fmt = corpus_location(inputs.artifact.meta.task_spec.corpus, corpus, config.corpus_format)
     encoder = inputs.encoder.spec()
     if inputs.index.path is None:
         raise ConfigError("the corpus index has no folder the Ray workers could load it from", field="index_dir",
                           hint="pass --index-dir DIR")
     s = inputs.settings
+    resolved = config.model_copy(update={
+        "queries_per_doc": s.queries_per_doc, "top_k": s.top_k, "chunk_size": s.chunk_size,
+        "candidates": s.candidates, "corpus_format": fmt, "index_dir": Path(inputs.index.path).resolve(),
+        "ray": None})
     return WorkerPlan(package_version=syntra_dspy.__version__, artifact=str(inputs.artifact.path.resolve()),
-                      artifact_key_env=artifact_key_env, corpus=str(corpus_path.resolve()), corpus_format=fmt,
-                      encoder=encoder, index_dir=str(Path(inputs.index.path).resolve()),
-                      queries_per_doc=s.queries_per_doc, top_k=s.top_k, chunk_size=s.chunk_size,
-                      candidates=s.candidates, generator=generator,
-                      retry_temperature=retry_temperature, identity=run_identity(inputs))
+                      corpus=str(corpus_path.resolve()), encoder=encoder, config=resolved, generator=generator,
+                      identity=run_identity(inputs))
 
 
 class DocumentWorker:
@@ -85,11 +81,7 @@ class DocumentWorker:
         if checked.package_version != syntra_dspy.__version__:
             raise ConfigError(f"Ray worker on {host} runs syntra-dspy {syntra_dspy.__version__}, the driver "
                               f"{checked.package_version}", hint="install the same syntra-dspy on every node")
-        inputs = load_inputs(checked.artifact, corpus=checked.corpus, corpus_format=checked.corpus_format,
-                             encoder=checked.encoder, index_dir=checked.index_dir,
-                             queries_per_doc=checked.queries_per_doc, top_k=checked.top_k,
-                             chunk_size=checked.chunk_size, artifact_key_env=checked.artifact_key_env,
-                             candidates=checked.candidates)
+        inputs = load_inputs(checked.artifact, checked.config, corpus=checked.corpus, encoder=checked.encoder)
         found = run_identity(inputs)
         for key, wanted in checked.identity.items():
             if found.get(key) != wanted:
@@ -101,7 +93,8 @@ class DocumentWorker:
         self.judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
         self._chunk_pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="syntra-chunk")
         self.pipeline = build_pipeline(inputs, self.judge, slots=threading.BoundedSemaphore(slots),
-                                       chunk_pool=self._chunk_pool, retry_temperature=checked.retry_temperature)
+                                       chunk_pool=self._chunk_pool,
+                                       retry_temperature=checked.config.retry_temperature)
 
     def run(self, doc_id: str, resample: int = 0, kept: KeptWork | None = None) -> DocumentResult:
         """One document, as the driver's thread pool would run it."""

@@ -36,13 +36,12 @@ from syntra_dspy.lm.roles import prepare_lm
 from syntra_dspy.lm.usage import submit_in_context
 from syntra_dspy.production.ledger import RunLedger
 from syntra_dspy.production.pipeline import build_pipeline, production_context
-from syntra_dspy.production.ray_cluster import RayOptions, ray_connection
+from syntra_dspy.production.ray_cluster import ray_connection
 from syntra_dspy.production.ray_executor import execute_on_ray
 from syntra_dspy.production.ray_worker import worker_plan
 from syntra_dspy.production.records import retrieval_instruction
+from syntra_dspy.production.config import ProduceConfig
 from syntra_dspy.production.setup import (
-    DEFAULT_QUERIES_PER_DOC,
-    DEFAULT_TOP_K,
     ProductionInputs,
     candidates_record,
     load_inputs,
@@ -163,9 +162,6 @@ def _absolute_corpus(store: RunStore, meta: dict[str, Any], inputs: ProductionIn
 
 def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:
     """Diversity-aware selection (as in compile), run once and stored; ``docs`` may grow on a later run."""
-    if docs is not None and (isinstance(docs, bool) or not isinstance(docs, int) or docs < 1):
-        raise ConfigError(f"docs must be a positive integer or None (all selected documents), got {docs!r}",
-                          field="docs")
     meta = store.meta()
     sel = meta.get("selection")
     if sel is not None:
@@ -186,17 +182,17 @@ def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:
     logger.info("planned %d documents (%d new) by diverse selection", len(selected), added)
 
 
-def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path | Corpus | None = None,
-            corpus_format: str | None = None, docs: int | None = None,
-            queries_per_doc: int = DEFAULT_QUERIES_PER_DOC, top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
-            concurrency: int = 4, generator: str | list[str] | LMSpec | dspy.LM | None = None, api_key_env: str | None = None,
-            encoder: str | EncoderSpec | Encoder | None = None, index_dir: str | Path | None = None,
-            retry_failed: bool = False,
-            retry_temperature: float = 0.7, progress: bool = True,
-            max_consecutive_errors: int | None = None, artifact_key_env: str | None = None,
-            timeout: float | None = None, retries: int | None = None, ray: RayOptions | None = None,
-            candidates: str | None = None, context: CorpusContext | None = None) -> ProduceSummary:
+def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig | None = None, *,
+            corpus: str | Path | Corpus | None = None, generator: str | list[str] | LMSpec | dspy.LM | None = None,
+            encoder: str | EncoderSpec | Encoder | None = None, context: CorpusContext | None = None,
+            **settings: Any) -> ProduceSummary:
     """Run (or resume) production from a compiled artifact into the SQLite run store ``store``.
+
+    ``config`` (a :class:`ProduceConfig`) holds every setting; a caller may instead pass its fields as keywords
+    (``produce(art, store, top_k=10)``), not both. The inputs: ``corpus`` (a file or a ``Corpus``; default the one
+    the artifact was compiled on), ``generator`` (``MODEL[@API_BASE]`` flags, an ``LMSpec`` or an LM; default the
+    artifact's), ``encoder`` (default the artifact's), or ``context``, a corpus context built already (e.g. by a
+    comparison), in place of ``corpus``, ``encoder`` and ``config.index_dir``.
 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
     done are kept and never redone; documents that failed on the backend are retried; those whose LM
@@ -208,58 +204,47 @@ def produce(artifact_path: str | Path, store: str | Path, *, corpus: str | Path 
     (total seconds per request) and ``retries`` bound every call to a served generator. With ``ray``, the
     documents run on Ray workers (``concurrency`` calls in flight across them) and this process alone writes
     the store; the records are the same. ``candidates`` (``dense`` or ``bm25-translated``) overrides the task
-    file's candidate source; the store records which was used, and a resumed run must use the same. ``context``
-    is a corpus context built already (e.g. by a comparison), in place of ``corpus``, ``encoder`` and ``index_dir``.
+    file's candidate source; the store records which was used, and a resumed run must use the same.
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", field="concurrency")
-    if isinstance(retry_temperature, bool) or not isinstance(retry_temperature, (int, float)) \
-            or not 0 <= retry_temperature <= 2:  # also refuses nan and inf
-        raise ConfigError(f"retry_temperature must be a number from 0 to 2, got {retry_temperature!r}",
-                          field="retry_temperature")
+    if config is not None and settings:
+        raise ConfigError(f"give either a ProduceConfig or its settings as keywords, not both ({', '.join(settings)})",
+                          field=next(iter(settings)))
+    config = config if config is not None else ProduceConfig(**settings)
+    ray = config.ray
     if ray is not None and isinstance(generator, dspy.LM):
         raise ConfigError("with Ray, the generator must be named, not given as an LM object: each worker builds "
                           "its own", field="generator", hint="pass generator='MODEL[@API_BASE]' or an LMSpec")
     with ExitStack() as cluster:
         ray_module = cluster.enter_context(ray_connection(ray)) if ray is not None else None
-        inputs = load_inputs(artifact_path, corpus=corpus, corpus_format=corpus_format, encoder=encoder,
-                             index_dir=index_dir, queries_per_doc=queries_per_doc, top_k=top_k,
-                             chunk_size=chunk_size, artifact_key_env=artifact_key_env, candidates=candidates,
-                             context=context)
-        lm, generator_info = resolve_generator(inputs.artifact.meta, generator, api_key_env,
-                                               timeout=timeout, retries=retries)
+        inputs = load_inputs(artifact_path, config, corpus=corpus, encoder=encoder, context=context)
+        lm, generator_info = resolve_generator(inputs.artifact.meta, generator, config.api_key_env,
+                                               timeout=config.timeout, retries=config.retries)
         plan = None
         if ray_module is None:
             prepare_lm(lm)
         else:  # each worker builds and loads its own LM from the same settings
-            spec = resolve_generator_spec(inputs.artifact.meta, generator, api_key_env, timeout=timeout,
-                                          retries=retries)
-            plan = worker_plan(inputs, spec, corpus=corpus, corpus_format=corpus_format,
-                               artifact_key_env=artifact_key_env, retry_temperature=retry_temperature)
+            spec = resolve_generator_spec(inputs.artifact.meta, generator, config.api_key_env,
+                                          timeout=config.timeout, retries=config.retries)
+            plan = worker_plan(inputs, spec, config, corpus=corpus)
         judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
         run = _open_run(Path(store), inputs, generator_info)
         run.set_meta(judge=judge.describe())
         try:
-            _plan(run, inputs, docs)
-            todo = run.todo(retry_failed=retry_failed)
-            session = run.begin_session(concurrency=concurrency, generator=generator_info, options={
-                "docs": docs, "retry_failed": retry_failed, "retry_temperature": retry_temperature,
+            _plan(run, inputs, config.docs)
+            todo = run.todo(retry_failed=config.retry_failed)
+            session = run.begin_session(concurrency=config.concurrency, generator=generator_info, options={
+                "docs": config.docs, "retry_failed": config.retry_failed,
+                "retry_temperature": config.retry_temperature,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
                 **({"ray": ray.describe()} if ray is not None else {})})
             logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),
-                        run.document_counts(), concurrency, " on Ray" if ray is not None else "")
-            max_errors = max_consecutive_errors or max(10, 2 * concurrency)
+                        run.document_counts(), config.concurrency, " on Ray" if ray is not None else "")
             try:
                 if ray_module is None:
-                    status, processed, seconds = _execute(run, session, inputs, lm, todo, judge,
-                                                          concurrency=concurrency, progress=progress,
-                                                          retry_temperature=retry_temperature,
-                                                          max_errors=max_errors, retry_failed=retry_failed)
+                    status, processed, seconds = _execute(run, session, inputs, lm, todo, judge, config)
                 else:
                     status, processed, seconds = execute_on_ray(ray_module, run, session, plan, todo, judge,
-                                                                options=ray, concurrency=concurrency,
-                                                                progress=progress, max_errors=max_errors,
-                                                                retry_failed=retry_failed)
+                                                                config)
             finally:
                 if judge.fallback:  # the backend gave no label probabilities: say so where the records come from
                     run.set_meta(judge=judge.describe())
@@ -279,16 +264,16 @@ def documents_in_flight(lm: dspy.LM, concurrency: int) -> int:
 
 
 def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM, todo: list[WorkUnit],
-             judge: RelevanceJudge, *,
-             concurrency: int, progress: bool, max_errors: int, retry_temperature: float,
-             retry_failed: bool = False) -> tuple[str, int, float]:
-    ledger = RunLedger(run, session, total=len(todo), max_errors=max_errors, progress=progress,
+             judge: RelevanceJudge, config: ProduceConfig) -> tuple[str, int, float]:
+    concurrency = config.concurrency
+    ledger = RunLedger(run, session, total=len(todo), max_errors=config.max_errors, progress=config.progress,
                        backend=lambda: backend_state(lm))
     slots = threading.BoundedSemaphore(concurrency)
     # The slots, not the pools, bound the calls in flight.
     doc_pool = ThreadPoolExecutor(max_workers=documents_in_flight(lm, concurrency), thread_name_prefix="syntra-doc")
     chunk_pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="syntra-chunk")
-    pipeline = build_pipeline(inputs, judge, slots=slots, chunk_pool=chunk_pool, retry_temperature=retry_temperature)
+    pipeline = build_pipeline(inputs, judge, slots=slots, chunk_pool=chunk_pool,
+                              retry_temperature=config.retry_temperature)
     pending = iter(todo)
     inflight: set[Future] = set()
     status, stopping = "completed", False
@@ -347,7 +332,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
         pipeline.stop()  # whatever ended the loop (a full disk too), what is still in flight stays pending
         doc_pool.shutdown(wait=False, cancel_futures=True)
         chunk_pool.shutdown(wait=False, cancel_futures=True)
-    ledger.conclude(status, fatal, retry_failed=retry_failed)
+    ledger.conclude(status, fatal, retry_failed=config.retry_failed)
     return status, ledger.processed, ledger.seconds
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import dspy
 from pydantic import ValidationError
@@ -26,14 +26,11 @@ from syntra_dspy.lm.embedded import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
 from syntra_dspy.redact import redact
 from syntra_dspy.manifest import CorpusRecord, EncoderRecord, Manifest
-from syntra_dspy.production.pipeline import UnitSettings
+from syntra_dspy.production.config import ProduceConfig, UnitSettings
 from syntra_dspy.retrieval.context import CorpusContext
-from syntra_dspy.task import CandidateSource, EncoderSpec, LMSpec
+from syntra_dspy.task import EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_QUERIES_PER_DOC = 4
-DEFAULT_TOP_K = 20
 
 
 @dataclass
@@ -119,31 +116,23 @@ def resolve_corpus(recorded: CorpusRecord, corpus: str | Path | Corpus | None, c
     return read_corpus(*corpus_location(recorded, corpus, corpus_format))
 
 
-def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None = None,
-                corpus_format: str | None = None, encoder: str | EncoderSpec | Encoder | None = None,
-                index_dir: str | Path | None = None, queries_per_doc: int = DEFAULT_QUERIES_PER_DOC,
-                top_k: int = DEFAULT_TOP_K, chunk_size: int | None = None,
-                artifact_key_env: str | None = None, candidates: str | None = None,
+def load_inputs(artifact_path: str | Path, config: ProduceConfig | None = None, *,
+                corpus: str | Path | Corpus | None = None, encoder: str | EncoderSpec | Encoder | None = None,
                 context: CorpusContext | None = None) -> ProductionInputs:
-    """The verified artifact, corpus, encoder, index and unit settings; ``candidates`` (``dense`` or
-    ``bm25-translated``) overrides the task file's setting recorded in the artifact. ``context`` is a corpus
-    context built already (e.g. the one a comparison compiled with), in place of ``corpus``, ``encoder`` and
-    ``index_dir``."""
-    artifact = load_verified(artifact_path, artifact_key_env)
+    """The verified artifact, corpus, encoder, index and unit settings.
+
+    ``config`` gives the unit settings (its ``candidates`` overrides the task file's setting recorded in the
+    artifact, its ``chunk_size`` the compile's), ``corpus_format``, ``index_dir`` and ``artifact_key_env``.
+    ``context`` is a corpus context built already (e.g. the one a comparison compiled with), in place of
+    ``corpus``, ``encoder`` and ``config.index_dir``."""
+    config = config or ProduceConfig()
+    artifact = load_verified(artifact_path, config.artifact_key_env)
     meta = artifact.meta
-    chunk = chunk_size if chunk_size is not None else meta.settings.chunk_size
-    source = candidates if candidates is not None else meta.task_spec.candidates
-    if source not in get_args(CandidateSource):
-        raise ConfigError(f"unknown candidate source {source!r}", field="candidates",
-                          hint=f"use one of: {', '.join(get_args(CandidateSource))}")
-    for name, value, low in (("queries_per_doc", queries_per_doc, 1), ("top_k", top_k, 1), ("chunk_size", chunk, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}", field=name)
     if context is None:
-        docs = resolve_corpus(meta.task_spec.corpus, corpus, corpus_format)
+        docs = resolve_corpus(meta.task_spec.corpus, corpus, config.corpus_format)
         enc = resolve_encoder(meta.fingerprints.encoder, encoder, setting=meta.encoder)
-        context = CorpusContext.build(docs, enc, index_dir=index_dir)
-    elif corpus is not None or encoder is not None or index_dir is not None:
+        context = CorpusContext.build(docs, enc, index_dir=config.index_dir)
+    elif corpus is not None or encoder is not None or config.index_dir is not None:
         raise ConfigError("give either a corpus context or a corpus, encoder and index folder, not both",
                           field="context")
     docs, enc, index = context.corpus, context.encoder, context.index
@@ -153,11 +142,20 @@ def load_inputs(artifact_path: str | Path, *, corpus: str | Path | Corpus | None
                           path=index.path, hint="delete the cached index folder so it is rebuilt")
     if docs.fingerprint != fps.corpus:
         logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
-    if top_k > len(docs):  # retrieval cannot return more; an absurd value must not reach a C library as is
+    return ProductionInputs(artifact, context, unit_settings(config, meta, len(docs)))
+
+
+def unit_settings(config: ProduceConfig, meta: Manifest, documents: int) -> UnitSettings:
+    """What each document yields in this run: the config's settings, the artifact's where the config leaves them
+    open (chunk size, candidate source), ``top_k`` capped at the corpus's ``documents``."""
+    top_k = config.top_k
+    if top_k > documents:  # retrieval cannot return more; an absurd value must not reach a C library as is
         logger.warning("top_k (--top-k) %d is more than the corpus's %d documents: every query retrieves all %d",
-                       top_k, len(docs), len(docs))
-        top_k = len(docs)
-    return ProductionInputs(artifact, context, UnitSettings(queries_per_doc, top_k, chunk, source))
+                       top_k, documents, documents)
+        top_k = documents
+    chunk = config.chunk_size if config.chunk_size is not None else meta.settings.chunk_size
+    source = config.candidates if config.candidates is not None else meta.task_spec.candidates
+    return UnitSettings(config.queries_per_doc, top_k, chunk, source)
 
 
 def _recorded_sampling(meta: Manifest) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+"""Production settings: one frozen, typed :class:`ProduceConfig`, defined and validated here and nowhere else.
+
+``syntra produce`` builds it from its flags (their defaults and help come from the fields below), Python callers
+build it themselves or pass its fields to :func:`~syntra_dspy.production.produce` as keywords; either way it is
+built once, and a bad value is a :class:`~syntra_dspy.errors.ConfigError` naming the setting. What a run then
+resolves from the config and the artifact together (the artifact's chunk size and candidate source when the
+config leaves them open, ``top_k`` capped at the corpus size) is :class:`UnitSettings`, recorded in the run store.
+
+A pydantic model, like ``CompileSettings`` and the manifest: the bounds are declared with the fields, the
+descriptions are the command line's help, and the config crosses to Ray workers as plain JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.production.ray_cluster import RayOptions
+from syntra_dspy.retrieval.corpus import CorpusFormat
+from syntra_dspy.task import CandidateSource
+
+
+class ProduceConfig(BaseModel):
+    """How one production run selects, asks, retrieves and calls; every field has its ``syntra produce`` flag."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    # what each document yields (recorded in the run store: a resumed run must keep them)
+    docs: int | None = Field(None, ge=1, strict=True, description=(
+        "documents to select (default 'all': every document the diverse selection keeps); a later run may raise it"))
+    queries_per_doc: int = Field(4, ge=1, strict=True, description="queries per document")
+    top_k: int = Field(20, ge=1, strict=True, description="candidates retrieved per query (at most the corpus)")
+    chunk_size: int | None = Field(None, ge=1, strict=True, description=(
+        "candidates per annotation call (default: the artifact's setting)"))
+    candidates: CandidateSource | None = Field(None, description=(
+        "where each query's candidates come from: dense (the encoder's index) or bm25-translated (BM25 in the "
+        "documents' language; a cross-language task's queries are first translated by the generator, once each); "
+        "default: the task file's setting, else dense"))
+    # where the inputs are read from
+    corpus_format: CorpusFormat | None = Field(None, description="corpus format (default: the artifact's)")
+    index_dir: Path | None = Field(None, description="where the corpus index is cached")
+    artifact_key_env: str | None = Field(None, description=(
+        "accept only an artifact signed with the team key in this environment variable (`syntra artifacts sign`)"))
+    # how the generator is called
+    concurrency: int = Field(4, ge=1, strict=True, description="LM calls in flight")
+    api_key_env: str | None = Field(None, description="environment variable holding the server's key")
+    # ``timeout`` and ``retries`` join the generator's settings, whose model (``LMSpec``) holds their bounds
+    timeout: float | None = Field(None, description=(
+        "total time one request to a served generator may take, however slowly the server answers (default 120; "
+        "connect is bounded at 10 s)"))
+    retries: int | None = Field(None, strict=True, description=(
+        "retries of a failed request to a served generator, with capped, logged waits (default 3)"))
+    # what is redone, and when the run gives up
+    retry_failed: bool = Field(False, strict=True, description=(
+        "also redo documents whose LM output stayed invalid, and partially annotated ones"))
+    retry_temperature: float = Field(0.7, ge=0, le=2, allow_inf_nan=False, description=(
+        "sampling temperature when failed documents are redone, so the retry gets fresh answers"))
+    max_consecutive_errors: int | None = Field(None, ge=1, strict=True, description=(
+        "documents in a row that fail on the backend before the run stops (default max(10, 2 x concurrency))"))
+    # where the documents run
+    ray: RayOptions | None = Field(None, description="spread the documents over a Ray cluster (None: this process)")
+    progress: bool = Field(True, strict=True, description="show a progress bar")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_config_error(cls, data: Any, handler: Any) -> ProduceConfig:
+        """A bad value is a ``ConfigError`` naming the setting (``field``), like every other setting's."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = str(first["loc"][0]) if first["loc"] else None
+            if first["type"] == "extra_forbidden":
+                raise ConfigError(f"unknown production setting {name!r}", field=name,
+                                  hint=f"known settings: {', '.join(cls.model_fields)}") from None
+            raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=name,
+                              hint="see `syntra produce --help`") from None
+
+    @property
+    def max_errors(self) -> int:
+        """Documents in a row that may fail on the backend before the run stops."""
+        return self.max_consecutive_errors or max(10, 2 * self.concurrency)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready, for logs and reports (the Ray address masked)."""
+        data = self.model_dump(mode="json", exclude={"ray"})
+        data["ray"] = self.ray.describe() if self.ray is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class UnitSettings:
+    """The settings that decide what a document yields, resolved for one run from its :class:`ProduceConfig` and
+    artifact (recorded in the store; fixed for a run).
+
+    ``candidates``: ``dense`` (the encoder's index) or ``bm25-translated`` (BM25 in the documents' language, each
+    query translated into it first when the task is cross-language)."""
+
+    queries_per_doc: int
+    top_k: int
+    chunk_size: int
+    candidates: CandidateSource = "dense"
