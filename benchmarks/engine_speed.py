@@ -37,7 +37,7 @@ def _instructions(lib: Path) -> dict[str, int]:
 def measure(name: str, threads: int, repeats: int = 3) -> dict[str, float]:
     from llama_cpp import Llama
 
-    from syntra_dspy.lm.embedded import ensure_gguf
+    from syntra_dspy.lm.llamacpp import ensure_gguf
 
     llama = Llama(model_path=str(ensure_gguf(name)), n_ctx=2048, n_threads=threads, seed=0, verbose=False)
     prompt = llama.tokenize((_TEXT * 40).encode(), add_bos=False)[:500]
@@ -98,7 +98,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
-    from syntra_dspy.lm.embedded import physical_cores
+    from syntra_dspy.lm.llamacpp import physical_cores
 
     threads = args.threads or physical_cores()
     if args.child:

@@ -29,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def request_key(request) -> str:
     """The request's identity: messages and the options that shape the answer."""
-    from syntra_dspy.lm.embedded import _chat_messages
+    from syntra_dspy.lm.llamacpp.engine import _chat_messages
 
     config = request.config
     body = {"messages": _chat_messages(request), "max_tokens": config.max_tokens, "logprobs": config.logprobs,

@@ -99,7 +99,7 @@ def main() -> int:
     import dspy
     from scipy.stats import wilcoxon
 
-    from syntra_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
+    from syntra_dspy.lm.llamacpp import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
     from syntra_dspy.production.setup import load_inputs
 
     args.model = args.model or DEFAULT_EMBEDDED_MODEL

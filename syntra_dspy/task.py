@@ -21,6 +21,8 @@ SchemaForm = Literal["json_schema", "structured_outputs", "guided_json", "json_o
 #: A task name is a folder name under the artifact root: letters, digits, ``_.-``, short enough for any file system.
 TASK_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 TASK_NAME_MAX = 100
+#: The encoder of a task whose file names none: all-MiniLM-L6-v2, the English model bundled with the package.
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 
 
 class _Strict(BaseModel):
@@ -239,8 +241,6 @@ class TaskSpec(_Strict):
             return EncoderSpec(model=override)
         if self.encoder is not None:
             return self.encoder
-        from syntra_dspy.retrieval.encoder import DEFAULT_ENCODER
-
         return EncoderSpec(model=DEFAULT_ENCODER)
 
     def resolve_paths(self, base: Path) -> "TaskSpec":

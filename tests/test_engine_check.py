@@ -8,9 +8,10 @@ import types
 
 import pytest
 
-from syntra_dspy.lm import embedded, engine_check
-from syntra_dspy.lm.embedded import LlamaCppEngine
-from syntra_dspy.lm.engine_check import EngineCrashError, ensure_engine_works
+from syntra_dspy.lm.llamacpp import engine as embedded
+from syntra_dspy.lm.llamacpp import engine_check
+from syntra_dspy.lm.llamacpp import LlamaCppEngine
+from syntra_dspy.lm.llamacpp.engine_check import EngineCrashError, ensure_engine_works
 
 CRASH = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
 PASS = "import json; print(json.dumps({'ok': True, 'tokens': 3, 'text': 'ok'}))"

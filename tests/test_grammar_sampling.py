@@ -16,7 +16,7 @@ import pytest
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
-from syntra_dspy.lm.grammar_sampling import GrammarCheckedGreedy
+from syntra_dspy.lm.llamacpp.grammar_sampling import GrammarCheckedGreedy
 
 
 class FakeNative:

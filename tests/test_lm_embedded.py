@@ -11,8 +11,9 @@ import pydantic
 import pytest
 
 from syntra_dspy.errors import ConfigError, DependencyError
-from syntra_dspy.lm import embedded, engine_check
-from syntra_dspy.lm.embedded import (
+from syntra_dspy.lm.llamacpp import engine as embedded
+from syntra_dspy.lm.llamacpp import engine_check, models
+from syntra_dspy.lm.llamacpp import (
     EMBEDDED_MODELS,
     EmbeddedModel,
     LlamaCppEngine,
@@ -80,7 +81,7 @@ def test_checksum_mismatch_deletes_the_bad_file(fake_model, monkeypatch):
     with pytest.raises(DependencyError, match="corrupt") as info:
         ensure_gguf("fake-model")
     assert "--force-reinstall" in info.value.hint
-    folder = embedded.model_cache_dir()
+    folder = models.model_cache_dir()
     assert list(folder.iterdir()) == []
 
 
@@ -197,7 +198,7 @@ def test_one_llama_per_file_and_context_size(fake_llama):
 
 
 def test_saved_prompt_states_are_on_by_default_and_can_be_turned_off(fake_llama):
-    from syntra_dspy.lm.prompt_states import PromptStateCache
+    from syntra_dspy.lm.llamacpp.prompt_states import PromptStateCache
 
     default = LlamaCppEngine(fake_llama, n_ctx=4096).load().llama
     assert isinstance(default.cache, PromptStateCache)
@@ -324,7 +325,7 @@ def test_engine_validates_its_arguments(tmp_path):
 
 
 def test_physical_cores_is_positive():
-    assert embedded.physical_cores() >= 1
+    assert engine_check.physical_cores() >= 1
 
 
 # ── the real 0.5B model: one call ──
@@ -388,7 +389,7 @@ def test_real_first_token_probabilities_equal_llama_cpps_logits_all_path():
 
     from llama_cpp import Llama
 
-    from syntra_dspy.lm.embedded import ensure_gguf
+    from syntra_dspy.lm.llamacpp import ensure_gguf
 
     name = "qwen2.5-coder-0.5b"
     lm = dspy.LM("embedded/check", engine=LlamaCppEngine(name, n_ctx=2048), cache=False, temperature=0.0)
@@ -402,7 +403,7 @@ def test_real_first_token_probabilities_equal_llama_cpps_logits_all_path():
     for m in messages:  # the second call reuses the first one's cached system + query prefix
         (out,) = lm(messages=m, max_tokens=1, logprobs=True, top_logprobs=20)
         fast.append({t["token"]: t["logprob"] for t in out["logprobs"]["content"][0]["top_logprobs"]})
-    reference = Llama(model_path=str(ensure_gguf(name)), n_ctx=1024, n_threads=embedded.physical_cores(), seed=0,
+    reference = Llama(model_path=str(ensure_gguf(name)), n_ctx=1024, n_threads=engine_check.physical_cores(), seed=0,
                       verbose=False, logits_all=True)
     try:
         for m, got in zip(messages, fast):

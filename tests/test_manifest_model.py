@@ -8,7 +8,7 @@ from test_example_artifact import EXAMPLES
 
 from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.comparison.compare import compile_cost
-from syntra_dspy.manifest import Manifest
+from syntra_dspy.artifacts.manifest import Manifest
 
 
 @pytest.mark.parametrize("manifest", EXAMPLES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")

@@ -20,7 +20,7 @@ from helpers import CharEncoder, compile_template
 
 from syntra_dspy.compiler import check_task_encoder
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.evaluation.retrieve import BM25Retriever
+from syntra_dspy.retrieval.lexical import BM25Retriever
 from syntra_dspy.languages import check_language
 from syntra_dspy.production import RunStore, export_records, produce
 from syntra_dspy.task import EncoderSpec, load_task

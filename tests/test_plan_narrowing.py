@@ -8,7 +8,8 @@ import json
 import dspy
 import pytest
 
-from syntra_dspy.lm.embedded import EMBEDDED_MODELS, grammar_safe_literals, require_nonempty_lists
+from syntra_dspy.lm.llamacpp.engine import grammar_safe_literals, require_nonempty_lists
+from syntra_dspy.lm.llamacpp.models import EMBEDDED_MODELS
 from syntra_dspy.lm.scripted import ScriptedLM
 from syntra_dspy.programs.narrowing import blueprint_list_schema, narrowed_outputs
 from syntra_dspy.programs.synthesis import SynthesisProgram
@@ -136,7 +137,7 @@ def test_real_small_model_plans_only_from_the_documents_lists_under_the_narrowed
     """What the narrowing is for: the embedded engine decodes identifiers, dimensions and options from the lists
     (Chinese ones too), and an identifier no grammar literal can hold loosens the constraint instead of crashing."""
     from syntra_dspy.lm import build_lm
-    from syntra_dspy.lm.embedded import release_models
+    from syntra_dspy.lm.llamacpp import release_models
     from syntra_dspy.programs import context as ctx
     from syntra_dspy.task import LMSpec
 

@@ -423,6 +423,6 @@ def test_an_engine_sharing_one_context_gets_one_document_at_a_time(mini, minilm,
     # would evict it. A served model gets a second document per slot, to keep the slot busy between steps.
     assert _documents_at_once(mini, minilm, tmp_path / "one.db", monkeypatch, shares_one_context=True) == 1
     assert _documents_at_once(mini, minilm, tmp_path / "two.db", monkeypatch) == 2
-    from syntra_dspy.lm.embedded import LlamaCppEngine
+    from syntra_dspy.lm.llamacpp import LlamaCppEngine
 
     assert LlamaCppEngine.shares_one_context

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from syntra_dspy.lm.prompt_states import PromptStateCache, shared_prefix
+from syntra_dspy.lm.llamacpp.prompt_states import PromptStateCache, shared_prefix
 
 
 @dataclass
@@ -101,7 +101,7 @@ class Generating:
 def test_a_generation_counts_the_prompt_tokens_it_evaluated_not_the_ones_it_reused():
     from itertools import islice
 
-    from syntra_dspy.lm.prompt_states import stateful
+    from syntra_dspy.lm.llamacpp.prompt_states import stateful
 
     llama = stateful(Generating)()
     assert llama.prompt_tokens_evaluated is None

@@ -190,7 +190,7 @@ def test_an_artifact_compiled_on_several_servers_names_them_without_credentials(
     from syntra_dspy.production.setup import resolve_generator
 
     from syntra_dspy.artifacts import load_artifact
-    from syntra_dspy.manifest import LMRecord
+    from syntra_dspy.artifacts.manifest import LMRecord
 
     meta = load_artifact(REPO / "artifacts" / "scifact" / "897cfc595ffc").meta
     served = LMRecord(model="hosted_vllm/m", api_base=["http://u:pw@h1:1/v1", "http://h2:1/v1"], temperature=0.0,

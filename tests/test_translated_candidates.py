@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.evaluation.retrieve import BM25Retriever
+from syntra_dspy.retrieval.lexical import BM25Retriever
 from syntra_dspy.languages import check_language
 from syntra_dspy.lm.scripted import ScriptedCall
 from syntra_dspy.production import RunStore, export_records, produce

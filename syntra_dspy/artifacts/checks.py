@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from syntra_dspy.errors import ArtifactError
-from syntra_dspy.manifest import Manifest
+from syntra_dspy.artifacts.manifest import Manifest
 from syntra_dspy.programs.components import ComponentState
 
 #: The keys DSPy's ``Predict.dump_state`` writes for a step without a bound LM; anything else is refused.

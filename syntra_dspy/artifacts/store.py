@@ -23,11 +23,11 @@ from typing import Any
 
 import dspy
 
-from syntra_dspy.artifact_checks import check_folder, check_folder_name, check_manifest, check_program_state
+from syntra_dspy.artifacts.checks import check_folder, check_folder_name, check_manifest, check_program_state
 from syntra_dspy.errors import ArtifactError, ConfigError
-from syntra_dspy.manifest import Manifest
+from syntra_dspy.artifacts.manifest import Manifest
 from syntra_dspy.programs.synthesis import LATER_STEPS, STEP_NAMES, SynthesisProgram, step_adapter
-from syntra_dspy.signing import SIGNATURE, check_signature, sign_artifact
+from syntra_dspy.artifacts.signing import SIGNATURE, check_signature, sign_artifact
 from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ def save_artifact(program: SynthesisProgram, manifest: dict[str, Any], root: str
 
 def verify_artifact(path: str | Path, *, key_env: str | None = None) -> dict[str, Any]:
     """Check the folder, checksums, schema, manifest shape and version id; return the manifest. With ``key_env``
-    also the team signature (see :mod:`syntra_dspy.signing`). Raises ArtifactError naming the problem.
+    also the team signature (see :mod:`syntra_dspy.artifacts.signing`). Raises ArtifactError naming the problem.
 
     This proves integrity (the files were written together by some compile and not changed since), not
     authorship: anyone with this package can produce a consistent artifact. Only a signature says who.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from syntra_dspy.manifest import Manifest, StageUsage
+from syntra_dspy.artifacts.manifest import Manifest, StageUsage
 from syntra_dspy.optimizers.settings import CompileSettings
 
 _SETTING_FLAGS = {

@@ -26,7 +26,7 @@ from syntra_dspy.comparison.ranking import RankingRule, rank
 from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.labels import load_judgements
-from syntra_dspy.manifest import Manifest
+from syntra_dspy.artifacts.manifest import Manifest
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.retrieval.encoder import Encoder
 from syntra_dspy.task import EncoderSpec, TaskSpec, load_task

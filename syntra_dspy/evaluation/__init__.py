@@ -27,15 +27,10 @@ from syntra_dspy.evaluation.evaluate import (
 )
 from syntra_dspy.evaluation.exclude import load_exclusions, resolve_exclusions
 from syntra_dspy.evaluation.measures import DEFAULT_MEASURES, parse_measures, score_run
-from syntra_dspy.evaluation.retrieve import (
-    BM25Retriever,
-    DenseRetriever,
-    Retriever,
-    load_retriever,
-    tokenize,
-)
+from syntra_dspy.evaluation.retrieve import DenseRetriever, Retriever, load_retriever
 from syntra_dspy.evaluation.significance import Comparison, bootstrap_ci, paired_comparison
 from syntra_dspy.evaluation.trec import Qrels, Run, read_qrels, read_run, write_qrels, write_run
+from syntra_dspy.retrieval.lexical import BM25Retriever, tokenize
 
 __all__ = [
     "DEFAULT_MEASURES",

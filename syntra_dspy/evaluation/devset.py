@@ -29,6 +29,8 @@ from syntra_dspy.errors import ConfigError, InputError, LMOutputError
 from syntra_dspy.evaluation.datasets import read_beir_queries
 from syntra_dspy.evaluation.trec import read_qrels
 from syntra_dspy.languages import language_name
+# Upward, on purpose: a dev set's queries are translated by the same typed translation step production uses
+# (one prompt, recorded in the provenance file), not by a second one written here.
 from syntra_dspy.programs.translation import QueryTranslator
 
 logger = logging.getLogger(__name__)

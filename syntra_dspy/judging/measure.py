@@ -256,6 +256,8 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     from syntra_dspy.evaluation.datasets import load_dataset
     from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.lm.usage import UsageMeter
+    # Upward, on purpose: the judge is measured on what production would show it, so the artifact, corpus,
+    # index and generator are opened by production's own loader (imported here, where the command runs).
     from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs, resolve_generator
 

@@ -44,6 +44,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     it (the compile's seed, candidate depth and controls; its human label source and query count unless
     ``calibration_labels``/``calibration_queries`` are given).
     """
+    # Upward, on purpose: a recalibration reads an artifact and writes a derived one, grading with the artifact's
+    # generator as production resolves it (imported here, where the command runs).
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
     from syntra_dspy.lm.usage import UsageMeter
     from syntra_dspy.production.setup import resolve_generator
@@ -118,7 +120,7 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
     import dspy
 
     from syntra_dspy.lm.roles import prepare_lm
-    from syntra_dspy.production.config import ProduceConfig
+    from syntra_dspy.production.config import ProduceConfig  # upward, as above: production's loader
     from syntra_dspy.production.setup import load_inputs, resolve_generator
 
     settings, program = original.meta.optimizer, original.program

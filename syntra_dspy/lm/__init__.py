@@ -1,8 +1,9 @@
-"""LM backends: the embedded llama.cpp model, served models, the scripted fake, roles and usage metering."""
+"""LM backends: the embedded llama.cpp model (``llamacpp/``), served models, the scripted fake, roles and usage
+metering."""
 
 from __future__ import annotations
 
-from syntra_dspy.lm.embedded import (
+from syntra_dspy.lm.llamacpp import (
     DEFAULT_EMBEDDED_MODEL,
     EMBEDDED_MODELS,
     EmbeddedModel,

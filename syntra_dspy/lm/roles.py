@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import dspy
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
+from syntra_dspy.lm.llamacpp import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
 from syntra_dspy.lm.endpoints import DEFAULT_COOLDOWN, RoutedEngine
 from syntra_dspy.lm.guarded import CallPolicy, GuardedLM
 from syntra_dspy.lm.schema_forms import LITELLM_FORMS, StructuredOutput, default_form

@@ -22,10 +22,10 @@ from syntra_dspy.retrieval.corpus import Corpus, read_corpus
 from syntra_dspy.retrieval.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError, DependencyError
 from syntra_dspy.retrieval.index import CorpusIndex
-from syntra_dspy.lm.embedded import EMBEDDED_MODELS
+from syntra_dspy.lm.llamacpp.models import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
 from syntra_dspy.redact import redact
-from syntra_dspy.manifest import CorpusRecord, EncoderRecord, Manifest
+from syntra_dspy.artifacts.manifest import CorpusRecord, EncoderRecord, Manifest
 from syntra_dspy.production.config import ProduceConfig, UnitSettings
 from syntra_dspy.retrieval.context import CorpusContext
 from syntra_dspy.task import EncoderSpec, LMSpec

