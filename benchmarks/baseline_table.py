@@ -6,7 +6,7 @@ of the difference). The task's few-shot queries are excluded, since they shaped 
 
     python benchmarks/baseline_table.py --dataset beir:../shared/data/scifact:train \
         --exclude-queries examples/scifact.yaml --trained scifact-lora=models/scifact-lora/merged \
-        --out benchmarks/results/baseline_scifact.md
+        --out benchmarks/results/baseline_table/scifact.md
 """
 
 from __future__ import annotations

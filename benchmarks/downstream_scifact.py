@@ -33,123 +33,22 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import random
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.evaluation import evaluate_model, load_dataset, paired_comparison
-from syntra_dspy.evaluation.exclude import normalize_query
-from syntra_dspy.evaluation.retrieve import load_retriever
 from syntra_dspy.production.export import export_records
 from syntra_dspy.production.records import retrieval_instruction
-from syntra_dspy.production.store import RunStore
 from syntra_dspy.training import TrainConfig, train_embedding_model
 
-INDEX_ROOT = ".syntra/index"
-
-
-def bootstrap_mean_ci(values: list[float], *, n: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, len(arr), size=(n, len(arr)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
-def parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def write_jsonl(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    path.with_name(path.name + ".meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    return path
-
-
-def excluded_claims(artifact: Any, queries: dict[str, str]) -> tuple[set[str], dict[str, int]]:
-    """Claims that shaped the artifact: its few-shot examples and its judge's calibration queries (by text)."""
-    state = artifact.program.state
-    few_shot = {normalize_query(e.query) for e in state.examples}
-    summary = state.judge.summary if state.judge is not None else None
-    calibration = {normalize_query(q) for q in (summary.query_texts if summary else ())}
-    ids = {"few_shot": set(), "calibration": set()}
-    for qid, text in queries.items():
-        key = normalize_query(text)
-        if key in few_shot:
-            ids["few_shot"].add(qid)
-        elif key in calibration:
-            ids["calibration"].add(qid)
-    return ids["few_shot"] | ids["calibration"], {k: len(v) for k, v in ids.items()}
-
-
-def claim_pool(dataset: Any, excluded: set[str], seed: int) -> list[str]:
-    """The judged claims that did not shape the artifact, in the seeded order whose head is the reserved human
-    pool, then the development split, then the evaluation claims."""
-    pool = sorted(q for q in dataset.judged_queries if q not in excluded)
-    random.Random(seed).shuffle(pool)
-    return pool
-
-
-def candidate_depth(records: list[dict[str, Any]]) -> int:
-    """How many candidates the run judged per query (positives plus negatives), for human pairs of the same depth."""
-    return max((len(r["neg"]) + len(r["pos"]) for r in records), default=8)
-
-
-def source_only_records(store_path: Path, judged: list[dict[str, Any]], num_negatives: int) -> list[dict[str, Any]]:
-    """The judged records' queries, labelled without a judge: pos = the source document, neg = the other
-    retrieved candidates in rank order."""
-    wanted = {r["query_id"]: r for r in judged}
-    rows = []
-    with RunStore.open(store_path, readonly=True) as store:
-        for row in store.iter_queries():
-            record = wanted.get(row["query_id"])
-            if record is None:
-                continue
-            source = row["doc_id"]
-            negs = [doc_id for _, doc_id, _ in row["candidates"] if doc_id != source][:num_negatives]
-            texts = store.texts([source, *negs])
-            rows.append({"query": record["query"], "instruction": record["instruction"], "pos": [texts[source]],
-                         "neg": [texts[d] for d in negs], "pos_ids": [source], "neg_ids": negs,
-                         "source_doc_id": source, "query_id": row["query_id"],
-                         "artifact_version": record["artifact_version"]})
-    return rows
-
-
-def human_records(dataset: Any, qids: list[str], depth: int, num_negatives: int, instruction: str
-                  ) -> list[dict[str, Any]]:
-    """Claims with their qrels positives (human judgments) and the base encoder's best-ranked other documents.
-
-    Each candidate's ``labels`` entry carries its qrels label (2 positive, 1 the unjudged negatives) and its BM25
-    score for the claim, so a teacher that needs no LLM grade (``label+bm25``) can score people's pairs too."""
-    from syntra_dspy.retrieval.sources import LexicalSourceRank
-
-    corpus = dataset.require_corpus()
-    retriever = load_retriever("all-MiniLM-L6-v2", corpus, index_root=INDEX_ROOT)
-    run = retriever.search({q: dataset.queries[q] for q in qids}, k=depth + 10)
-    lexical = LexicalSourceRank(corpus)
-    rows = []
-    for q in qids:
-        positives = [d for d, g in dataset.qrels[q].items() if g > 0 and d in corpus]
-        ranked = sorted(run.get(q, {}).items(), key=lambda kv: -kv[1])
-        negs = [d for d, _ in ranked if d not in dataset.qrels[q]][:min(depth - 1, num_negatives)]
-        if not positives or not negs:
-            continue
-        bm25 = lexical.scores(dataset.queries[q], positives + negs)
-        labels = [{"doc_id": d, "label": 2 if i < len(positives) else 1, "bm25": b, "source": "qrels"}
-                  for i, (d, b) in enumerate(zip(positives + negs, bm25, strict=True))]
-        rows.append({"query": dataset.queries[q], "instruction": instruction,
-                     "pos": [corpus[d].content for d in positives], "neg": [corpus[d].content for d in negs],
-                     "pos_ids": positives, "neg_ids": negs, "source_doc_id": None, "query_id": q,
-                     "artifact_version": None, "labels": labels})
-    return rows
-
+try:  # python -m benchmarks.downstream_scifact (make bench-downstream-scifact)
+    from benchmarks.common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,
+                                   human_records, parse_value, source_only_records, write_jsonl)
+except ModuleNotFoundError:  # python benchmarks/downstream_scifact.py: this folder is first on the path
+    from common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,  # type: ignore
+                        human_records, parse_value, source_only_records, write_jsonl)
 
 def parse_variants(specs: list[str]) -> dict[str, dict[str, Any]]:
     """``NAME:KEY=VALUE`` (repeatable) -> {NAME: {KEY: VALUE}}: settings a variant system overrides."""

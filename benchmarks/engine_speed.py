@@ -5,7 +5,7 @@ cleared in between (prompt tokens/s), and (2) generate 96 tokens greedily after 
 (generated tokens/s). Reports medians, the build's CMake flags and whether the library holds AMX or AVX-512
 instructions, and the reference figures from the offline-models notes for the same kind of machine.
 
-    python benchmarks/engine_speed.py                     # both models; writes benchmarks/results/engine_speed.md
+    python benchmarks/engine_speed.py                     # both models; writes benchmarks/results/engine_speed/README.md
     python benchmarks/engine_speed.py --models qwen2.5-coder-0.5b --no-write
 """
 
@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "engine_speed.md"
+RESULTS = Path(__file__).resolve().parent / "results" / "engine_speed" / "README.md"
 #: ../shared/reference/offline-models.md, "Speed with 2 threads" (measured on this kind of machine, Nov 2026).
 REFERENCE = {"qwen2.5-coder-1.5b": (97.0, 31.0), "qwen2.5-coder-0.5b": (220.0, 48.0)}
 _TEXT = ("Soluble guanylate cyclase is the receptor for nitric oxide in smooth muscle and platelets. "

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+try:  # python -m benchmarks.judge_agreement (make bench-judge-agreement)
+    from benchmarks.common import RESULTS, offline_environment
+except ModuleNotFoundError:  # python benchmarks/judge_agreement.py: this folder is first on the path
+    from common import RESULTS, offline_environment  # type: ignore
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "benchmarks" / "results" / "judge_agreement"
+offline_environment()
+RESULTS = RESULTS / "judge_agreement"
 
 
 def load(artifact_path: str):

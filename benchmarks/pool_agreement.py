@@ -7,7 +7,7 @@ ids are prefixed with the folder's position, so the samples stay apart in the bo
     python benchmarks/pool_agreement.py --run benchmarks/results/judge_agreement_hybrid \\
         --run benchmarks/results/judge_agreement_hybrid_fresh --reuse-log benchmarks/results/judge_agreement_41d8 \\
         --artifact artifacts/scifact/41d81ca90d87 --artifact artifacts/scifact/22e653baa2bb \\
-        --out benchmarks/results/judge_agreement_pooled.md
+        --out benchmarks/results/pool_agreement/scifact.md
 """
 
 from __future__ import annotations

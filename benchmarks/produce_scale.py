@@ -14,7 +14,7 @@ scripted SyntraBrain, tokens estimated at 4 characters each. Seconds start at th
 before it is reported apart: for Ray, the workers loading). All rows must export the same records, byte for
 byte; the script checks it.
 
-    python benchmarks/produce_scale.py                      # writes benchmarks/results/produce_scale.md
+    python benchmarks/produce_scale.py                      # writes benchmarks/results/produce_scale/README.md
     python benchmarks/produce_scale.py --concurrency 8 --latency 0.25 --docs 12 --workers --endpoints 2 --no-write
 """
 
@@ -32,20 +32,18 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+try:  # python -m benchmarks.produce_scale (make bench-produce-scale)
+    from benchmarks.common import FAKE_SERVER, MINI_TASK, REPO, RESULTS, offline_environment
+except ModuleNotFoundError:  # python benchmarks/produce_scale.py: this folder is first on the path
+    from common import FAKE_SERVER, MINI_TASK, REPO, RESULTS, offline_environment  # type: ignore
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]  # this checkout's code, not an installed copy
-from produce_throughput import _SERVER, MINI_TASK  # noqa: E402 - the same fake server and mini task
-
-RESULTS = Path(__file__).resolve().parent / "results" / "produce_scale.md"
+offline_environment()
+RESULTS = RESULTS / "produce_scale" / "README.md"
 
 
 def compile_artifact(root: Path) -> tuple[Path, Path]:
-    """The mini task compiled with the scripted brain and the written judge (annotation in chunks of 4, as in
-    ``produce_throughput``'s figures): (artifact dir, index dir)."""
+    """The mini task compiled with the scripted brain and the written judge (annotation in chunks of 4, as in the
+    single-process figures of ``experiments/produce_throughput``): (artifact dir, index dir)."""
     from syntra_dspy.compiler import compile_task
     from syntra_dspy.lm.roles import LMRoles
     from syntra_dspy.optimizers import CompileSettings
@@ -64,7 +62,7 @@ def fake_servers(count: int, latency: float) -> Iterator[list[str]]:
     with ExitStack() as stack:
         urls = []
         for _ in range(count):
-            server = subprocess.Popen([sys.executable, "-c", _SERVER, str(latency)], stdin=subprocess.PIPE,
+            server = subprocess.Popen([sys.executable, "-c", FAKE_SERVER, str(latency)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
 
             def stop(server: subprocess.Popen = server) -> None:

@@ -31,25 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-# The sibling script's helpers: the same sets, built the same way.
-from downstream_scifact import (
-    INDEX_ROOT,
-    bootstrap_mean_ci,
-    candidate_depth,
-    claim_pool,
-    excluded_claims,
-    human_records,
-    source_only_records,
-)
 
 from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.evaluation import load_dataset
@@ -59,6 +45,14 @@ from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.retrieval.sources import default_index_dir
 from syntra_dspy.training import TrainConfig, records_from_dicts
 from syntra_dspy.training.signal import score_records, summarise
+
+# The downstream harness's helpers: the same sets as downstream_scifact.py, built the same way.
+try:  # python -m benchmarks.teaching_signal (make bench-teaching-signal)
+    from benchmarks.common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,
+                                   human_records, source_only_records)
+except ModuleNotFoundError:  # python benchmarks/teaching_signal.py: this folder is first on the path
+    from common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,  # type: ignore
+                        human_records, source_only_records)
 
 BASE = "all-MiniLM-L6-v2"
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "train_memory.md"
+RESULTS = ROOT / "benchmarks" / "results" / "train_memory" / "README.md"
 
 
 def build_records(spec: str, n: int, negatives: int, seed: int, out: Path) -> Path:

@@ -157,7 +157,7 @@ def test_bm25_monolingual_evaluation(mono):
 
 # -- a multilingual encoder (EmbeddingGemma-300m, installed from PyPI chunks; skipped when it is not) -----------
 
-MINILM_ENG_NDCG20 = 0.3812  # measured: all-MiniLM-L6-v2 on the eng topics (benchmarks/clir_example_ranks.py)
+MINILM_ENG_NDCG20 = 0.3812  # measured: all-MiniLM-L6-v2 on the eng topics (experiments/clir_example_ranks)
 
 
 @pytest.fixture(scope="module")

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                  f"lower --mini-batch-size (now {config.mini_batch_size})")
         return rerun_in_child(args.argv, what="training", on_kill=(
             f"{lower} or --max-seq-length, or train on a machine with more memory; "
-            "benchmarks/results/train_memory.md lists measured peaks"))
+            "benchmarks/results/train_memory/README.md lists measured peaks"))
     from syntra_dspy.training import train_embedding_model
 
     result = train_embedding_model(args.data, base=args.base, out=args.out, config=config,

@@ -56,7 +56,7 @@ TERMS: tuple[str, ...] = ("expected", "cosine", "expected_standing", "cosine_sta
 _FEATURE_TERMS: dict[str, tuple[str, ...]] = {"fused": TERMS[:2], "relative": TERMS[:4], "hybrid": TERMS}
 #: Inverse L2 strength of the ``weighted`` score's logistic regression (scikit-learn's default, not tuned). On the
 #: 1.5B judge's SciFact grades, fitted on 15 claims and applied to 35 others (20 splits of each of two samples of 50
-#: held-out claims): binary kappa +0.046 and +0.012 over the equal-weight sum (benchmarks/results/judge_weights).
+#: held-out claims): binary kappa +0.046 and +0.012 over the equal-weight sum (experiments/judge_weights).
 WEIGHT_C = 1.0
 #: The 0-3 label stored for each calibrated class (what export's 3/2 → positive, 1 → hard, 0 → easy reads back).
 CLASS_LABEL: dict[str, int] = {"positive": 2, "hard_negative": 1, "easy_negative": 0}

@@ -6,7 +6,7 @@ probabilities of the four digit tokens, E = sum k * p(k)), per query, the mean r
 quality in steps far finer than 0-3, and ``keep="best"`` has something to choose by. The example queries come
 first in each call, so a server's prefix cache serves every call of a loop attempt; the document is not shown
 (with it, the embedded 1.5B model rated closeness to the document instead: see
-``benchmarks/results/query_verifier``), copying is measured in code.
+``experiments/query_verifier``), copying is measured in code.
 """
 
 from __future__ import annotations

@@ -259,7 +259,7 @@ def documents_in_flight(lm: dspy.LM, concurrency: int) -> int:
     one context (the embedded llama.cpp engine), one per slot: a call continues the prompt the previous call left,
     and a second document's calls in between evict it. On 4 SciFact documents with the embedded 1.5B, the same calls
     took 0.85x the time for the steps that reuse a document's prompt (extract, plan, write, rewrites; p 0.008),
-    grading alike, the run 0.91x (benchmarks/results/documents_in_flight)."""
+    grading alike, the run 0.91x (experiments/documents_in_flight)."""
     return concurrency if getattr(getattr(lm, "engine", None), "shares_one_context", False) else 2 * concurrency
 
 

@@ -56,7 +56,7 @@ from syntra_dspy.programs.validation import (
 logger = logging.getLogger(__name__)
 
 #: Rewrite calls a rejected query gets. Measured on the SciFact run's questions with the embedded 1.5B model
-#: (benchmarks/rewrite_questions.py): 9 of 12 questions that a first rewrite had answered with pass once rewritten
+#: (experiments/rewrite_questions): 9 of 12 questions that a first rewrite had answered with pass once rewritten
 #: again, so a second call rescues most of the blueprints a first one loses to form. Copied passages get one call:
 #: in the run's log a second rewrite of a copy was a copy again (or a question) every time.
 REWRITE_TRIES = 2

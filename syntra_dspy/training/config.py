@@ -53,7 +53,7 @@ class TrainConfig:
     num_negatives: int = 7  # hard negatives per query (repeated when a record has fewer; 0: in-batch only)
     temperature: float = 0.02  # InfoNCE temperature; the loss scale is 1 / temperature
     #: ``cached-mnrl`` (GradCache) computes the same loss and gradients as ``mnrl`` a mini-batch of texts at a
-    #: time. A 16-query step with 7 negatives on 2 CPU cores (benchmarks/results/train_memory.md): all-MiniLM-L6-v2
+    #: time. A 16-query step with 7 negatives on 2 CPU cores (benchmarks/results/train_memory/README.md): all-MiniLM-L6-v2
     #: 13.3 GB with ``mnrl``, 2.3 GB and less time with mini-batches of 8; EmbeddingGemma-300m killed at 22 GB with
     #: ``mnrl``, 6.3 GB with mini-batches of 4. On a large GPU a bigger ``mini_batch_size`` is faster.
     loss: LossName = "cached-mnrl"

@@ -2,7 +2,7 @@
 
 llama-cpp-python puts a JSON schema's grammar into the sampler chain ahead of the token choice, so for every
 generated token llama.cpp tests all ~151,000 vocabulary entries of Qwen2.5 against the grammar: ~65 ms a token on
-two cores, against ~95 ms for the 1.5B model itself (benchmarks/results/grammar_sampling/). Under greedy
+two cores, against ~95 ms for the 1.5B model itself (experiments/grammar_sampling/). Under greedy
 decoding only one token can win. :class:`GrammarCheckedGreedy` picks it without the grammar, asks the grammar about
 that one token, and only when the grammar refuses it (the model wanted to write prose or a markdown fence) masks
 the whole vocabulary and picks again: the way llama.cpp's own command-line sampler works. The answer is the same

@@ -10,7 +10,7 @@ sampler then chooses each next token from the logits at the draft positions as i
 keeps drafted tokens while they are the ones it chose, and drops the rest at the first difference.
 
 It is off by default (``LlamaCppEngine(draft_tokens=0)``), because on the two-core CPUs measured it did not pay:
-with the 1.5B model on production's own calls (benchmarks/results/lookup_drafts/) the extraction, which copies long
+with the 1.5B model on production's own calls (experiments/lookup_drafts/) the extraction, which copies long
 document terms, took 0.67x the time (2.4 tokens a pass), but plans, queries and sampled retries took 0.97-1.1x, and
 all 9 calls together 0.82x with p 0.57. A pass over five tokens costs about twice a pass over one here, not "little
 more". Nor is the answer always the token-by-token one: llama.cpp computes a batch's logits with other kernels than a
@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 #: Tokens looked up after each chosen token; 0 (the default) turns drafting off: on two cores it did not pay
-#: (benchmarks/results/lookup_drafts/).
+#: (experiments/lookup_drafts/).
 DEFAULT_DRAFT_TOKENS = 0
 #: The longest run of last tokens searched for in the context (llama-cpp-python falls back to shorter runs).
 NGRAM = 2

@@ -4,7 +4,7 @@ llama.cpp reuses the cached prefix of the *previous* prompt only. A production d
 (extract, plan, write, grade, ...) one after another, so every step finds the context filled by another step and
 evaluates its own instruction, field list and examples again: 740 of the extract step's ~1,000 prompt tokens and
 940 of the planner's ~1,280 are the same for every document. On two cores that is ~10 s of prompt evaluation per
-step and document, together a quarter of a document's time (benchmarks/results/prompt_states/).
+step and document, together a quarter of a document's time (experiments/prompt_states/).
 :class:`PromptStateCache` keeps the state after the latest call of each prompt family (prompts that share a long
 prefix: the calls of one step), and llama-cpp-python restores the one sharing most of the next prompt before
 evaluating the rest.

@@ -1,0 +1,15 @@
+"""The maintained benchmarks: each measures something a release should keep true and writes to
+``benchmarks/results/<name>/``; ``make bench-<name>`` runs it (``make benchmarks`` lists them). Shared helpers are
+in :mod:`benchmarks.common`.
+
+* ``baseline_table``: BM25, the base encoder and trained encoders on a BEIR split, with bootstrap CIs.
+* ``compare_scifact``: the strategies (none, self-improve, a recorded human session) on SciFact.
+* ``downstream_scifact``: LoRA encoders trained on a run's records, on people's records and without a judge,
+  scored on held-out SciFact claims; ``downstream_csl.sh`` is its cross-language counterpart.
+* ``teaching_signal``: how much the same record sets can still teach the base encoder, before training.
+* ``judge_agreement`` and ``pool_agreement``: an artifact's judges against people's judgments, per sample and pooled.
+* ``engine_speed``, ``produce_scale``, ``train_memory``: the embedded engine's speed, production's throughput on one
+  process, several endpoints and Ray, and training's peak memory.
+
+One-off probes that answered a question are frozen in ``experiments/`` (their results, with the commit they ran on).
+"""
