@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from syntra_dspy.cli import main
+from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.measure import measure_agreement
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
@@ -85,3 +86,20 @@ def test_queries_an_earlier_measurement_used_can_be_kept_out(graded, tmp_path):
     again = {c["query_id"] for c in json.loads((tmp_path / "b" / "candidates.json").read_text())}
     assert first["queries"] == 2 and again and not again & set(used)
     assert len(again) == len(HELDOUT_QUERIES) - 2
+
+
+def test_the_command_builds_one_agreement_config(graded):
+    """The flags become one AgreementConfig (its defaults where a flag is not given, the artifact's own judge where
+    --judge is not); a bad value is an error naming the setting."""
+    from syntra_dspy.cli import build_parser
+    from syntra_dspy.cli.agreement_cmd import config_from_args
+    from syntra_dspy.judging.measure import AgreementConfig
+
+    art, _ = graded
+    flags = ["agreement", str(art), "--dataset", "beir:x:test"]
+    args = build_parser().parse_args([*flags, "--queries", "7", "--random", "0", "--compare-judge", "written"])
+    assert config_from_args(args) == AgreementConfig(judges=("graded",), compare_judges=("written",), n_queries=7,
+                                                     random_negatives=0)
+    with pytest.raises(ConfigError) as raised:
+        config_from_args(build_parser().parse_args([*flags, "--random", "-1"]))
+    assert raised.value.field == "random_negatives"

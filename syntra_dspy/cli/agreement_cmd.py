@@ -7,6 +7,27 @@ import json
 from pathlib import Path
 
 from syntra_dspy.cli._args import positive_int
+from syntra_dspy.judging.measure import AgreementConfig
+
+# The settings' flags in help order: (flag, AgreementConfig field, argparse keywords); help text and default come
+# from the field, so AgreementConfig is the one source. --judge and --compare-judge take comma-separated modes.
+_SETTINGS = (
+    ("--queries", "n_queries", {"type": positive_int, "metavar": "N"}),
+    ("--top-k", "top_k", {"type": positive_int, "metavar": "K"}),
+    ("--random", "random_negatives", {"type": int, "metavar": "R"}),
+    ("--seed", "seed", {"type": int}),
+    ("--judge", "judges", {"metavar": "graded|written[,…]"}),
+    ("--compare-judge", "compare_judges", {"metavar": "graded|written[,…]"}),
+    ("--exclude-queries", "exclude_queries", {"type": Path, "metavar": "FILE"}),
+    ("--api-key-env", "api_key_env", {"metavar": "VAR"}),
+    ("--index-dir", "index_dir", {"type": Path}),
+)
+
+
+def _help(name: str) -> str:
+    field = AgreementConfig.model_fields[name]
+    shown = "" if field.default is None or name == "judges" else f" (default {field.default})"
+    return (field.description or "") + shown
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,46 +41,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("artifact", type=Path, help="artifact directory")
     p.add_argument("--dataset", required=True, metavar="beir:PATH[:split]",
                    help="judged dataset (beir:PATH[:split] or neuclirtech:PATH[:eng|zho])")
-    p.add_argument("--queries", type=positive_int, default=50, metavar="N", help="queries to sample (default 50)")
-    p.add_argument("--top-k", type=positive_int, default=10, metavar="K", help="retrieved candidates per query (10)")
-    p.add_argument("--random", type=int, default=1, metavar="R", help="random documents per query (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="query sampling seed (default 0)")
-    p.add_argument("--judge", default=None, metavar="graded|written[,…]",
-                   help="judge mode(s), comma-separated (default: the artifact's: graded when it has a calibrated "
-                        "judge, else written)")
+    for flag, name, kwargs in _SETTINGS[:5]:
+        p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
     p.add_argument("--compare", type=Path, default=None, metavar="ARTIFACT2",
                    help="judge the same candidates with a second artifact too")
-    p.add_argument("--compare-judge", default=None, metavar="graded|written[,…]",
-                   help="judge mode(s) for --compare (default: the same as --judge)")
-    p.add_argument("--exclude-queries", type=Path, default=None, metavar="FILE",
-                   help="queries never to sample besides the task's: a file of query ids (one per line) or a task "
-                        "YAML, e.g. the queries an earlier measurement used")
+    for flag, name, kwargs in _SETTINGS[5:7]:
+        p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
     p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
-    p.add_argument("--api-key-env", default=None, metavar="VAR")
-    p.add_argument("--index-dir", type=Path, default=None, help="where the corpus index is cached")
+    for flag, name, kwargs in _SETTINGS[7:]:
+        p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
     p.add_argument("--out", type=Path, default=Path("runs/agreement"), help="report folder (default runs/agreement)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from syntra_dspy.errors import ConfigError
+def config_from_args(args: argparse.Namespace) -> AgreementConfig:
+    """The AgreementConfig the command line asks for: AgreementConfig's defaults for anything not given, except the
+    judge, which defaults to the artifact's own."""
     from syntra_dspy.judging.judge import judge_mode, parse_judge_modes
-    from syntra_dspy.judging.measure import measure_agreement
 
-    modes = list(parse_judge_modes(args.judge))
-    compare_modes = list(parse_judge_modes(args.compare_judge)) or None
-    if args.random < 0:
-        raise ConfigError("--random must be 0 or more", field="random")
-    if not modes:
+    given = {name: getattr(args, name) for _, name, _ in _SETTINGS if getattr(args, name) is not None}
+    for name in ("judges", "compare_judges"):
+        if name in given:
+            given[name] = parse_judge_modes(given[name]) or None
+    if given.get("judges") is None:
         from syntra_dspy.production.setup import load_verified
 
-        modes = [judge_mode(load_verified(args.artifact).program)]
+        given["judges"] = (judge_mode(load_verified(args.artifact).program),)
+    return AgreementConfig(**{k: v for k, v in given.items() if v is not None})
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntra_dspy.judging.measure import measure_agreement
+
+    config = config_from_args(args)
     artifacts = [args.artifact, *([args.compare] if args.compare else [])]
-    report = measure_agreement(artifacts, args.dataset, judges=modes, n_queries=args.queries, top_k=args.top_k,
-                               random_negatives=args.random, seed=args.seed, out=args.out, generator=args.generator,
-                               compare_judges=compare_modes, exclude_queries=args.exclude_queries,
-                               index_dir=args.index_dir, api_key_env=args.api_key_env)
+    report = measure_agreement(artifacts, args.dataset, config, out=args.out, generator=args.generator)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:

@@ -18,7 +18,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
@@ -26,8 +28,30 @@ from syntra_dspy.judging.agreement import label_agreement, paired_kappa_bootstra
 from syntra_dspy.judging.calibration import best_cut, roc_auc
 from syntra_dspy.judging.candidates import JudgedCandidate, build_candidates, lexical_witness, with_lexical
 from syntra_dspy.judging.grading import Grade
-from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge
+from syntra_dspy.judging.judge import Candidate, JudgeMode, Judgment, RelevanceJudge
+from syntra_dspy.settings_model import SettingsModel
 from syntra_dspy.signatures.types import label_class
+
+
+class AgreementConfig(SettingsModel):
+    """How ``syntra agreement`` samples candidates and which judges label them; every field has its flag."""
+
+    what: ClassVar[str] = "agreement"
+    command: ClassVar[str] = "syntra agreement"
+
+    judges: tuple[JudgeMode, ...] = Field(("graded",), min_length=1, description=(
+        "judge mode(s) of the first artifact, comma-separated (the command's default: the artifact's own judge)"))
+    compare_judges: tuple[JudgeMode, ...] | None = Field(None, min_length=1, description=(
+        "judge mode(s) of the other artifacts (default: the same as the first's)"))
+    n_queries: int = Field(50, ge=1, strict=True, description="queries to sample")
+    top_k: int = Field(10, ge=1, strict=True, description="retrieved candidates per query")
+    random_negatives: int = Field(1, ge=0, strict=True, description="random documents per query")
+    seed: int = Field(0, strict=True, description="query sampling seed")
+    exclude_queries: Path | None = Field(None, description=(
+        "queries never to sample besides the task's: a file of query ids (one per line) or a task YAML, e.g. the "
+        "queries an earlier measurement used"))
+    api_key_env: str | None = Field(None, description="environment variable holding the judge server's key")
+    index_dir: Path | None = Field(None, description="where the corpus index is cached")
 
 
 def _key(artifact: str, mode: str, c: JudgedCandidate) -> str:
@@ -240,15 +264,22 @@ def excluded_queries(program: Any) -> list[str]:
     return out
 
 
-def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: Sequence[str] = ("graded",),
-                      compare_judges: Sequence[str] | None = None, n_queries: int = 50, top_k: int = 10, random_negatives: int = 1, seed: int = 0,
-                      out: str | Path, generator: str | None = None, index_dir: str | Path | None = None,
-                      api_key_env: str | None = None, exclude_queries: str | Path | None = None) -> dict[str, Any]:
+def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: AgreementConfig | None = None, *,
+                      out: str | Path, generator: Any = None, **settings: Any) -> dict[str, Any]:
     """Judge the same candidates with every (artifact, judge mode) pair and write the report to ``out``.
 
-    ``judges`` are the first artifact's modes; ``compare_judges`` the other artifacts' (default: the same).
-    ``exclude_queries``: more queries never to sample (a file of query ids, or a task YAML), e.g. those an earlier
-    measurement used, so a second measurement is on claims nothing was chosen on."""
+    ``config`` (an :class:`AgreementConfig`) holds the settings; a caller may pass its fields as keywords instead,
+    not both. ``judges`` are the first artifact's modes; ``compare_judges`` the other artifacts' (default: the
+    same). ``exclude_queries``: more queries never to sample (a file of query ids, or a task YAML), e.g. those an
+    earlier measurement used, so a second measurement is on claims nothing was chosen on. ``generator``: the judge
+    LM (a ``MODEL[@API_BASE]`` flag or an LM; default each artifact's)."""
+    if config is not None and settings:
+        raise ConfigError(f"give either an AgreementConfig or its settings as keywords, not both "
+                          f"({', '.join(settings)})", field=next(iter(settings)))
+    config = config if config is not None else AgreementConfig(**settings)
+    judges, compare_judges, n_queries, top_k = config.judges, config.compare_judges, config.n_queries, config.top_k
+    random_negatives, seed, index_dir, exclude_queries = (config.random_negatives, config.seed, config.index_dir,
+                                                          config.exclude_queries)
     import logging
 
     import dspy
@@ -291,7 +322,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, *, judges: 
     rows_by_judge: dict[str, list[dict | None]] = {}
     for n, inputs in enumerate(loaded):
         art = inputs.artifact
-        lm, lm_info = resolve_generator(art.meta, generator, api_key_env)
+        lm, lm_info = resolve_generator(art.meta, generator, config.api_key_env)
         prepare_lm(lm)
         for mode in (judges if n == 0 or compare_judges is None else compare_judges):
             judge = RelevanceJudge(art.program, mode=mode)  # type: ignore[arg-type]

@@ -14,20 +14,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field
 
-from syntra_dspy.errors import ConfigError
 from syntra_dspy.production.ray_cluster import RayOptions
 from syntra_dspy.retrieval.corpus import CorpusFormat
+from syntra_dspy.settings_model import SettingsModel
 from syntra_dspy.task import CandidateSource
 
 
-class ProduceConfig(BaseModel):
+class ProduceConfig(SettingsModel):
     """How one production run selects, asks, retrieves and calls; every field has its ``syntra produce`` flag."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    what: ClassVar[str] = "production"
+    command: ClassVar[str] = "syntra produce"
 
     # what each document yields (recorded in the run store: a resumed run must keep them)
     docs: int | None = Field(None, ge=1, strict=True, description=(
@@ -64,21 +66,6 @@ class ProduceConfig(BaseModel):
     # where the documents run
     ray: RayOptions | None = Field(None, description="spread the documents over a Ray cluster (None: this process)")
     progress: bool = Field(True, strict=True, description="show a progress bar")
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _as_config_error(cls, data: Any, handler: Any) -> ProduceConfig:
-        """A bad value is a ``ConfigError`` naming the setting (``field``), like every other setting's."""
-        try:
-            return handler(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            name = str(first["loc"][0]) if first["loc"] else None
-            if first["type"] == "extra_forbidden":
-                raise ConfigError(f"unknown production setting {name!r}", field=name,
-                                  hint=f"known settings: {', '.join(cls.model_fields)}") from None
-            raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=name,
-                              hint="see `syntra produce --help`") from None
 
     @property
     def max_errors(self) -> int:
