@@ -508,3 +508,44 @@ def test_the_final_loss_is_the_last_steps_even_when_it_falls_between_logging_ste
     steps = [h["step"] for h in report["loss_history"]]
     assert steps[0] == 1 and steps[-1] == 3 == result.steps
     assert result.final_loss == pytest.approx(report["loss_history"][-1]["loss"])
+
+
+def test_report_to_passes_through_to_the_trainer_and_keeps_tensorboard_logs(records_file: Path,
+                                                                            tmp_path: Path) -> None:
+    """``--report-to tensorboard``: the transformers trainer writes its event files, kept in OUT/runs."""
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install tensorboard)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from syntra_dspy.cli import build_parser
+    from syntra_dspy.cli.train_cmd import config_from_args
+
+    args = build_parser().parse_args(["train", "d.jsonl", "--base", "b", "--out", "o", "--report-to", "tensorboard"])
+    assert config_from_args(args).report_to == "tensorboard"
+    cfg = TrainConfig(**{**FAST, "max_steps": 1, "warmup_ratio": 0.0}, report_to="tensorboard")
+    train_embedding_model(records_file, base="all-MiniLM-L6-v2", out=tmp_path / "tb", config=cfg, progress=False)
+    events = list((tmp_path / "tb" / "runs").rglob("events.out.tfevents.*"))
+    assert events
+    logged = EventAccumulator(str(events[0].parent))
+    logged.Reload()
+    assert "train/loss" in logged.Tags()["scalars"]
+    assert json.loads((tmp_path / "tb" / "training.json").read_text())["settings"]["report_to"] == "tensorboard"
+
+
+def test_report_to_an_integration_that_is_not_installed_is_refused_before_loading(records_file: Path,
+                                                                                  tmp_path: Path) -> None:
+    from transformers.integrations import get_available_reporting_integrations
+
+    from syntra_dspy.errors import DependencyError
+    from syntra_dspy.training.config import REPORTERS
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    assert set(REPORTERS) == {"none", "all", *INTEGRATION_TO_CALLBACK}  # the choices are transformers' own
+    missing = next((r for r in ("neptune", "dagshub", "flyte") if r not in get_available_reporting_integrations()),
+                   None)
+    if missing is None:
+        pytest.skip("every candidate integration is installed")
+    with pytest.raises(DependencyError, match=f"--report-to {missing}"):
+        train_embedding_model(records_file, base="all-MiniLM-L6-v2", out=tmp_path / "x",
+                              config=TrainConfig(**FAST, report_to=missing), progress=False)
+    with pytest.raises(ConfigError, match="unknown reporting integration"):
+        TrainConfig(report_to="nowhere")

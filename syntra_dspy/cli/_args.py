@@ -51,3 +51,11 @@ def temperature(value: str) -> float:
     if not 0 <= number <= 2:
         raise argparse.ArgumentTypeError(f"expected a temperature from 0 to 2, got {value!r}")
     return number
+
+
+def fraction(value: str) -> float:
+    """argparse type: a number strictly between 0 and 1."""
+    number = _finite(value)
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1 (e.g. 0.1), got {value!r}")
+    return number

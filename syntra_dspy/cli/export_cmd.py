@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
-from syntra_dspy.cli._args import positive_int
+from syntra_dspy.cli._args import fraction, positive_int
+from syntra_dspy.production.dataset_card import ST_NEGATIVES_RULE, ST_POSITIVE_RULE
+from syntra_dspy.production.records import FORMATS
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.outputs import full_disk_is_clear, named_output
 
@@ -18,11 +21,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "{query, instruction, pos, neg, pos_ids, neg_ids, source_doc_id, query_id, artifact_version, "
                     "labels, ...}; <out>.meta.json records the artifact, the store, the options and the counts.")
     p.add_argument("store", type=Path, metavar="RUN.db", help="run store written by `syntra produce`")
-    p.add_argument("--out", type=Path, default=None, help="output .jsonl file, or folder for --format hf")
+    p.add_argument("--out", type=Path, default=None, help="output .jsonl file, or folder for --format hf or st")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out (never the run store, its corpus or its artifact)")
-    p.add_argument("--format", choices=("jsonl", "hf"), default="jsonl",
-                   help="jsonl (default) or hf (a datasets.save_to_disk folder)")
+    p.add_argument("--format", choices=FORMATS, default="jsonl",
+                   help="jsonl (default: one record per line, FlagEmbedding's layout plus ids and grades); hf (the "
+                        "same records as a datasets.save_to_disk folder); st (a Parquet dataset folder that "
+                        "sentence-transformers trains on with no glue: columns anchor, positive, negative_1.."
+                        f"negative_n with n = --num-negatives, and label = the judge's scores of those texts when "
+                        f"every record has them; positive: {ST_POSITIVE_RULE}; {ST_NEGATIVES_RULE}). Every format "
+                        "writes a README.md dataset card (inside the folder; <out>.README.md beside a file)")
+    p.add_argument("--dev-split", type=fraction, default=None, metavar="FRACTION",
+                   help="put the records of this fraction of the source documents (e.g. 0.1) in a dev split: "
+                        "jsonl: <stem>.dev.jsonl beside --out; st: data/dev-*.parquet. Documents are drawn with "
+                        "--seed; a document's queries are never in both splits")
+    p.add_argument("--seed", type=int, default=42, metavar="N", help="seed of the --dev-split draw (default 42)")
     p.add_argument("--negatives", choices=("hard", "hard+easy"), default="hard",
                    help="hard negatives only (default), or topped up with easy ones to --num-negatives")
     p.add_argument("--num-negatives", type=positive_int, default=7, metavar="n", help="negatives per record (default 7)")
@@ -52,6 +65,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The command as typed, for the dataset card."""
+    return shlex.join(["syntra", *(getattr(args, "argv", None) or [])])
+
+
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.production import compute_stats, export_records, format_stats
 
@@ -59,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--encoder measures what the records can teach it", hint="give --stats with it")
     if args.judge is not None and args.out is None:
         raise ConfigError("--judge labels exported records", hint="give --out FILE with it")
+    if args.dev_split is not None and args.out is None:
+        raise ConfigError("--dev-split splits exported records", hint="give --out FILE with it")
     if args.out is None and not args.stats and not args.failures:
         raise ConfigError("nothing to do", hint="give --out FILE to export, --stats to print statistics, "
                                                 "or --failures to list what failed")
@@ -68,10 +88,12 @@ def run(args: argparse.Namespace) -> int:
         named_output(args.out, example="./records" if args.format == "hf" else "./train.jsonl")
         with full_disk_is_clear(args.out, inputs="the run store, its corpus and its artifact"):
             summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction,
-                                     overwrite=args.overwrite, judge=args.judge, **options)
+                                     overwrite=args.overwrite, judge=args.judge, dev_split=args.dev_split,
+                                     seed=args.seed, command=command_line(args), **options)
         dropped = ", ".join(f"{k} {v}" for k, v in summary.dropped.items() if v) or "none"
-        print(f"wrote {summary.records} records from {summary.queries} queries to {summary.out} "
-              f"(dropped: {dropped}); metadata in {summary.meta_path}")
+        splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
+        print(f"wrote {summary.records} records ({splits}) from {summary.queries} queries to {summary.out} "
+              f"(dropped: {dropped}); dataset card {summary.card_path}; metadata in {summary.meta_path}")
     if args.stats:
         stats = compute_stats(args.store, qrels=args.qrels, **options)
         if args.encoder is not None:

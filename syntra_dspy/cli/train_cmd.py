@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 from syntra_dspy.cli._child import in_child, rerun_in_child
-from syntra_dspy.training.config import DEFAULT_QUERY_FORMAT, LOSSES, PRECISIONS, TrainConfig
+from syntra_dspy.training.config import DEFAULT_QUERY_FORMAT, LOSSES, PRECISIONS, REPORTERS, TrainConfig
 from syntra_dspy.training.teachers import TEACHERS
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-_CHOICES = {"loss": LOSSES, "teacher": TEACHERS, "precision": PRECISIONS}
+_CHOICES = {"loss": LOSSES, "teacher": TEACHERS, "precision": PRECISIONS, "report_to": REPORTERS}
 
 # (flag, TrainConfig field, type, help); the default shown is TrainConfig's, so there is one source.
 _OPTIONS = (
@@ -48,6 +48,9 @@ _OPTIONS = (
                                                  "(default: the base model's limit)")),
     ("--device", "device", str, "torch device (default: automatic)"),
     ("--logging-steps", "logging_steps", int, "log the loss every N steps"),
+    ("--report-to", "report_to", str, ("report the run's losses and learning rate through this transformers "
+                                       "integration, passed to the trainer as report_to (tensorboard: event "
+                                       "files in OUT/runs; the others need their own package and login)")),
 )
 
 

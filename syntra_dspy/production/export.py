@@ -1,4 +1,5 @@
-"""``export_records``: a run store → training records (JSONL or a Hugging Face ``datasets`` folder) + sidecar.
+"""``export_records``: a run store → training records (JSONL, a Hugging Face ``datasets`` folder, or a Parquet
+dataset sentence-transformers trains on as it is) + a dataset card + a sidecar.
 
 Every stored query is considered, not only a document's first; a query becomes a record when it has at
 least one positive and one usable negative under the chosen options, and every other query is counted
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import tempfile
 from collections import Counter
@@ -26,11 +28,14 @@ from syntra_dspy.outputs import (
     atomic_write_text,
     check_output_file,
     check_replaceable_folder,
+    read_marker,
     swap_folder_into_place,
 )
+from syntra_dspy.production.dataset_card import render_card
 from syntra_dspy.production.owned import run_inputs
 from syntra_dspy.production.records import (
     DROP_REASONS,
+    FOLDER_FORMATS,
     FORMATS,
     ExportOptions,
     normalise_query,
@@ -44,8 +49,10 @@ from syntra_dspy.redact import redact
 from syntra_dspy.signatures.types import label_class
 
 META_SUFFIX = ".meta.json"
-#: The marker ``--format hf`` leaves in its folder, listing the files it wrote: only such a folder is replaced.
-HF_MARKER, HF_KIND = "syntra-export.json", "syntra-export-hf"
+#: The marker a folder export (``hf``, ``st``) leaves in its folder, listing the files it wrote: only such a
+#: folder is replaced.
+EXPORT_MARKER, HF_KIND, ST_KIND = "syntra-export.json", "syntra-export-hf", "syntra-export-st"
+CARD_FILE = "README.md"
 _BATCH = 256
 
 
@@ -62,10 +69,12 @@ class ExportSummary:
     negatives: int = 0
     meta_path: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    splits: dict[str, int] = field(default_factory=dict)  # records (st: rows) per split
+    card_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("out", "format", "records", "queries", "dropped", "positives",
-                                               "negatives", "meta_path", "options")}
+                                               "negatives", "meta_path", "options", "splits", "card_path")}
 
 
 def _records(store: RunStore, options: ExportOptions, summary: ExportSummary,
@@ -161,22 +170,35 @@ def _hf_features() -> Any:
 def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl", negatives: str = "hard",
                    num_negatives: int = 7, positives: str = "all", include_unretrieved_source: bool = False,
                    include_partial: bool = False, instruction: str | None = None,
-                   overwrite: bool = False, judge: str | Path | None = None) -> ExportSummary:
-    """Write the records of a run store to ``out`` (a JSONL file, or a ``save_to_disk`` folder for ``hf``)
+                   overwrite: bool = False, judge: str | Path | None = None, dev_split: float | None = None,
+                   seed: int = 42, command: str | None = None) -> ExportSummary:
+    """Write the records of a run store to ``out`` (a JSONL file; a ``save_to_disk`` folder for ``hf``; a Parquet
+    dataset folder for ``st``), a ``README.md`` dataset card (inside a folder, ``<out>.README.md`` beside a file)
     and ``<out>.meta.json`` with the artifact version and checksum, the run store, options and counts.
 
-    Works on a store that a run is still writing (it exports what is committed). ``out`` and its sidecar are
-    checked before anything is written: never the run store (or its WAL and lock files), the corpus or the
-    artifact; never a symlink, directory or FIFO; an existing output only with ``overwrite``.
+    Works on a store that a run is still writing (it exports what is committed). ``out``, its card and its sidecar
+    are checked before anything is written: never the run store (or its WAL and lock files), the corpus or the
+    artifact; never a symlink, directory or FIFO; an existing output only with ``overwrite`` (a folder only when
+    an earlier export wrote it).
 
     ``judge``: an artifact recalibrated from the run's (same grading prompt) whose judge labels the candidates
     from the grades the run stored, instead of the labels production wrote (nothing is graded again).
+    ``dev_split``: a fraction of the source documents (drawn with ``seed``) whose records go to a ``dev`` split
+    instead of ``train``: a document's queries are never in both (``jsonl``: ``<stem>.dev.jsonl`` beside ``out``;
+    ``st``: a second Parquet file). ``command``: the command line, for the card.
     """
     if format not in FORMATS:
         raise ConfigError(f"unknown export format {format!r}", field="format", hint=f"use one of: {', '.join(FORMATS)}")
     options = ExportOptions(negatives=negatives, num_negatives=num_negatives, positives=positives,
                             include_unretrieved_source=include_unretrieved_source, include_partial=include_partial,
                             instruction=instruction)
+    if dev_split is not None:
+        if format == "hf":
+            raise ConfigError("a save_to_disk folder holds one split", field="dev-split",
+                              hint="use --format st (train and dev Parquet files) or jsonl (a second file)")
+        if isinstance(dev_split, bool) or not 0 < dev_split < 1:
+            raise ConfigError(f"must be a fraction between 0 and 1, got {dev_split!r}", field="dev-split",
+                              hint="e.g. 0.1: a tenth of the source documents")
     out = Path(out)
     summary = ExportSummary(out=str(out), format=format, options=options.to_dict())
     with RunStore.open(store, readonly=True) as run:
@@ -184,10 +206,13 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
         relabeller = load_relabeller(run, judge) if judge is not None else None
         protected = run_inputs(Path(store), meta)  # the store and its companions, the corpus, the artifact
         meta_path = out.with_name(out.name + META_SUFFIX)
-        if format == "jsonl":
-            check_output_file(out, protected=protected, overwrite=overwrite)
+        card_path = out / CARD_FILE if format in FOLDER_FORMATS else out.with_name(f"{out.name}.{CARD_FILE}")
+        dev_path = dev_file(out) if format == "jsonl" and dev_split is not None else None
+        if format in FOLDER_FORMATS:
+            _check_folder_out(out, protected, overwrite)
         else:
-            _check_hf_out(out, protected, overwrite)
+            for path in (out, card_path, *([dev_path] if dev_path else [])):
+                check_output_file(path, protected=protected, overwrite=overwrite)
         check_output_file(meta_path, protected=protected, overwrite=overwrite)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -196,16 +221,35 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
             with jsonl.open("w", encoding="utf-8") as fh:
                 for record in _records(run, options, summary, relabeller):
                     fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            dev_docs, split_info = (set(), None) if dev_split is None else _dev_documents(jsonl, dev_split, seed)
+            counts = {"records": summary.records, "queries": summary.queries, "dropped": summary.dropped,
+                      "positives": summary.positives, "negatives": summary.negatives,
+                      "documents": run.document_counts()}
+            quality = data_quality(run)
+            made_by = provenance(run, run.sessions())
+            card = {"meta": meta, "quality": quality, "fmt": format, "options": options.to_dict(),
+                    "counts": counts, "dev_split": split_info,
+                    "judge": relabeller.judge.describe() if relabeller else meta.get("judge", {"mode": "written"}),
+                    "relabelled": relabeller.report() if relabeller else None,
+                    "command": command or _python_call(store, out, format, options, judge, dev_split, seed)}
             if format == "jsonl":
+                summary.splits = _write_jsonl_splits(jsonl, dev_path, dev_docs)
+                files = {"train": out.name, **({"dev": dev_path.name} if dev_path else {})}
+                atomic_write_text(card_path, render_card(**card, splits=summary.splits, files=files,
+                                                         labels_included=None))
                 os.replace(jsonl, out)
+            elif format == "hf":
+                summary.splits = {"train": summary.records}
+                _write_hf(jsonl, tmp_dir, render_card(**card, splits=summary.splits, files={}, labels_included=None))
+                swap_folder_into_place(tmp_dir / "dataset", out)
             else:
-                _write_hf(jsonl, out, tmp_dir)
+                summary.splits, files, labelled = _write_st(jsonl, tmp_dir / "dataset", num_negatives, dev_docs)
+                _finish_folder(tmp_dir / "dataset", ST_KIND, render_card(
+                    **card, splits=summary.splits, files=files, labels_included=labelled))
+                swap_folder_into_place(tmp_dir / "dataset", out)  # checked by _check_folder_out
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
-        documents = run.document_counts()
-        quality = data_quality(run)
-        made_by = provenance(run, run.sessions())
-    summary.meta_path = str(meta_path)
+    summary.meta_path, summary.card_path = str(meta_path), str(card_path)
     sidecar = {
         "artifact_version": meta.get("artifact", {}).get("version"),
         "artifact_checksum": meta.get("artifact", {}).get("checksum"),
@@ -217,8 +261,11 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
                                           f"{meta.get('artifact', {}).get('version')}", "relabelled": 0}),
         "format": format,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "counts": {"records": summary.records, "queries": summary.queries, "dropped": summary.dropped,
-                   "positives": summary.positives, "negatives": summary.negatives, "documents": documents},
+        "counts": counts,
+        "splits": summary.splits,
+        "dev_split": split_info,
+        "card": str(card_path),
+        "command": card["command"],
         "quality": quality,
         "provenance": made_by,
     }
@@ -226,13 +273,100 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
     return summary
 
 
-def _check_hf_out(out: Path, protected: list[Protected], overwrite: bool) -> None:
-    """A ``datasets`` folder replaces ``out`` whole: refuse anything but an earlier export's folder."""
+def dev_file(out: Path) -> Path:
+    """Where a JSONL export's dev split goes: ``train.jsonl`` -> ``train.dev.jsonl``."""
+    return out.with_name(f"{out.stem}.dev{out.suffix}" if out.suffix else f"{out.name}.dev")
+
+
+def _python_call(store: str | Path, out: Path, format: str, options: ExportOptions, judge: Any,
+                 dev_split: float | None, seed: int) -> str:
+    """What the card says made an export that did not come from the command line."""
+    given = {"format": format, **options.to_dict(), "judge": judge, "dev_split": dev_split,
+             "seed": seed if dev_split is not None else None}
+    shown = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
+    return f"export_records({str(store)!r}, {str(out)!r}, {shown})"
+
+
+def _dev_documents(jsonl: Path, fraction: float, seed: int) -> tuple[set[str], dict[str, Any]]:
+    """The source documents whose records form the dev split: ``round(fraction x documents)`` of those with
+    records (at least one, and never all), drawn with ``seed`` from their sorted ids."""
+    with jsonl.open(encoding="utf-8") as fh:
+        documents = sorted({json.loads(line)["source_doc_id"] for line in fh})
+    if len(documents) < 2:
+        raise ConfigError(f"a dev split needs records from two source documents or more; this export has "
+                          f"{len(documents)}", field="dev-split", hint="export without --dev-split")
+    picked = min(max(1, round(fraction * len(documents))), len(documents) - 1)
+    dev = set(random.Random(seed).sample(documents, picked))
+    return dev, {"fraction": fraction, "seed": seed, "documents": picked, "of_documents": len(documents),
+                 "by": "source_doc_id"}
+
+
+def _split_of(record: dict[str, Any], dev_docs: set[str]) -> str:
+    return "dev" if record["source_doc_id"] in dev_docs else "train"
+
+
+def _write_jsonl_splits(jsonl: Path, dev_path: Path | None, dev_docs: set[str]) -> dict[str, int]:
+    """Move the dev records of ``jsonl`` (in place) to ``dev_path``; returns the records per split."""
+    counts = {"train": 0, **({"dev": 0} if dev_path else {})}
+    train, dev = jsonl.with_suffix(".train"), jsonl.with_suffix(".dev")
+    with jsonl.open(encoding="utf-8") as src, train.open("w", encoding="utf-8") as t, \
+            dev.open("w", encoding="utf-8") as d:
+        for line in src:
+            split = _split_of(json.loads(line), dev_docs)
+            (d if split == "dev" else t).write(line)
+            counts[split] += 1
+    os.replace(train, jsonl)
+    if dev_path is not None:
+        os.replace(dev, dev_path)
+    return counts
+
+
+def st_row(record: dict[str, Any], n: int) -> dict[str, Any]:
+    """One ``st`` row: ``anchor`` (the query), ``positive`` (the first positive), ``negative_1..n`` (the record's
+    negatives in rank order, repeated when it has fewer than ``n``: ``ST_NEGATIVES_RULE``) and ``label`` (the
+    judge's scores of those texts, in that order; None when any is missing)."""
+    picks = [k % len(record["neg"]) for k in range(n)]
+    scores = [record["pos_scores"][0], *(record["neg_scores"][k] for k in picks)]
+    row = {"anchor": record["query"], "positive": record["pos"][0]}
+    row.update({f"negative_{i}": record["neg"][k] for i, k in enumerate(picks, start=1)})
+    row["label"] = None if any(s is None for s in scores) else scores
+    return row
+
+
+def _write_st(jsonl: Path, folder: Path, n: int,
+              dev_docs: set[str]) -> tuple[dict[str, int], dict[str, str], bool]:
+    """The Parquet files of an ``st`` export in ``folder/data``; returns the rows per split, each split's file
+    pattern and whether the rows carry ``label`` (only when every row has every score)."""
+    import pyarrow as pa  # a dependency of datasets
+    import pyarrow.parquet as pq
+
+    rows: dict[str, list[dict[str, Any]]] = {"train": [], **({"dev": []} if dev_docs else {})}
+    with jsonl.open(encoding="utf-8") as fh:
+        for line in fh:
+            record = json.loads(line)
+            rows[_split_of(record, dev_docs)].append(st_row(record, n))
+    labelled = all(r["label"] is not None for split in rows.values() for r in split) and any(rows.values())
+    schema = pa.schema([(name, pa.string()) for name in ("anchor", "positive",
+                                                         *(f"negative_{k}" for k in range(1, n + 1)))]
+                       + ([("label", pa.list_(pa.float32()))] if labelled else []))
+    (folder / "data").mkdir(parents=True)
+    files, counts = {}, {}
+    for split, split_rows in rows.items():
+        table = pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in split_rows], schema=schema)
+        pq.write_table(table, folder / "data" / f"{split}-00000-of-00001.parquet")
+        files[split], counts[split] = f"data/{split}-*.parquet", len(split_rows)
+    return counts, files, labelled
+
+
+def _check_folder_out(out: Path, protected: list[Protected], overwrite: bool) -> None:
+    """A dataset folder replaces ``out`` whole: refuse anything but an earlier export's folder (``hf`` or ``st``)."""
     for item in protected:
         if item.covers(out) or out.resolve() in item.path.resolve().parents:
             raise ConfigError(f"holds or is the {item.label} ({item.path}); refusing to replace it", path=out,
                               field="out", hint="choose another output folder")
-    check_replaceable_folder(out, marker=HF_MARKER, kind=HF_KIND, what="a dataset folder `syntra export` wrote",
+    stamp = read_marker(out / EXPORT_MARKER) if out.is_dir() else None
+    kind = stamp.get("kind") if stamp is not None and stamp.get("kind") in (HF_KIND, ST_KIND) else HF_KIND
+    check_replaceable_folder(out, marker=EXPORT_MARKER, kind=kind, what="a dataset folder `syntra export` wrote",
                              field="out", hint="choose another --out")
     if not out.exists() or not any(out.iterdir()):
         return
@@ -241,7 +375,17 @@ def _check_hf_out(out: Path, protected: list[Protected], overwrite: bool) -> Non
                           hint="pass --overwrite to replace it, or choose another path")
 
 
-def _write_hf(jsonl: Path, out: Path, tmp_dir: Path) -> None:
+def _finish_folder(staged: Path, kind: str, card: str) -> None:
+    """Add the card and the marker (listing every file and folder the export wrote, the card included) to
+    ``staged``: only a folder with that marker is ever replaced by a later export."""
+    (staged / CARD_FILE).write_text(card, encoding="utf-8")
+    written = sorted(p.name for p in staged.iterdir())
+    (staged / EXPORT_MARKER).write_text(json.dumps({"kind": kind, "files": written}, indent=2) + "\n",
+                                        encoding="utf-8")
+
+
+def _write_hf(jsonl: Path, tmp_dir: Path, card: str) -> None:
+    """The records of ``jsonl`` as a ``save_to_disk`` folder ``tmp_dir/dataset``, with its card and marker."""
     try:
         from datasets import Dataset
     except ImportError:
@@ -253,13 +397,8 @@ def _write_hf(jsonl: Path, out: Path, tmp_dir: Path) -> None:
         ds = Dataset.from_json(str(jsonl), features=features, cache_dir=str(tmp_dir / "cache"))
     else:
         ds = Dataset.from_dict({name: [] for name in features}, features=features)
-    staged = tmp_dir / "dataset"
-    ds.save_to_disk(str(staged))
-    written = sorted(p.name for p in staged.iterdir())
-    (staged / HF_MARKER).write_text(json.dumps({"kind": HF_KIND, "files": written}, indent=2) + "\n",
-                                    encoding="utf-8")
-    # checked by _check_hf_out: missing, empty, or an earlier export's folder that replacing was asked for
-    swap_folder_into_place(staged, out)
+    ds.save_to_disk(str(tmp_dir / "dataset"))
+    _finish_folder(tmp_dir / "dataset", HF_KIND, card)
 
 
 def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: int = 7, positives: str = "all",

@@ -18,7 +18,10 @@ from syntra_dspy.signatures.types import label_class
 
 NEGATIVES = ("hard", "hard+easy")
 POSITIVES = ("all", "source-first")
-FORMATS = ("jsonl", "hf")
+#: jsonl: one record per line; hf: a ``datasets.save_to_disk`` folder of the same records; st: a Parquet dataset
+#: folder of (anchor, positive, negative_1..n, label) rows that sentence-transformers trains on as it is.
+FORMATS = ("jsonl", "hf", "st")
+FOLDER_FORMATS = ("hf", "st")
 #: Why a stored query did not become a record, in the order they are checked.
 DROP_REASONS = ("annotation_incomplete", "no_positive", "no_negative", "duplicate_query")
 

@@ -19,6 +19,10 @@ LOSSES = ("mnrl", "cached-mnrl", "margin-mse", "distill-kl")
 #: The losses that learn from a teacher's scores (records exported with the judge's grades), not only labels.
 DISTILL_LOSSES = ("margin-mse", "distill-kl")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: Where the transformers trainer can report the run (``report_to``): none, all that are installed, or one of the
+#: integrations transformers knows (tensorboard writes OUT/runs; the others need their own package and setup).
+REPORTERS = ("none", "all", "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte",
+             "kubeflow", "mlflow", "neptune", "swanlab", "tensorboard", "trackio", "wandb")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class TrainConfig:
     # running
     device: str | None = None
     logging_steps: int = 10
+    report_to: str = "none"  # a transformers reporting integration (REPORTERS); tensorboard logs go to OUT/runs
 
     def __post_init__(self) -> None:
         if isinstance(self.target_modules, list):
@@ -101,6 +106,9 @@ class TrainConfig:
         if self.distills and self.num_negatives < 1:
             raise ConfigError(f"the {self.loss} loss compares a record's candidates: it needs num_negatives >= 1",
                               field="num_negatives", hint="raise --negatives, or train with --loss cached-mnrl")
+        if self.report_to not in REPORTERS:
+            raise ConfigError(f"unknown reporting integration {self.report_to!r}", field="report_to",
+                              hint=f"one of {', '.join(REPORTERS)}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {self.precision!r}", field="precision",
                               hint=f"one of {', '.join(PRECISIONS)}")

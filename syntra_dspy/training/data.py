@@ -206,8 +206,10 @@ def _read_jsonl(path: Path, *checks: bool) -> tuple[list[TrainingRecord], str]:
 
 def _read_hf_dataset(path: Path, *checks: bool) -> tuple[list[TrainingRecord], str]:
     if not ((path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file()):
-        raise InputError("is a folder but not a Hugging Face dataset saved with save_to_disk",
-                         path=path, hint="pass the exported .jsonl file or the save_to_disk folder")
+        st = (path / "data").is_dir() and any((path / "data").glob("train-*.parquet"))
+        raise InputError("is a folder but not a Hugging Face dataset saved with save_to_disk"
+                         + (" (an `export --format st` dataset, for sentence-transformers' own trainer)" if st else ""),
+                         path=path, hint="pass the exported .jsonl file or the save_to_disk folder (--format hf)")
     from datasets import DatasetDict, load_from_disk
 
     try:

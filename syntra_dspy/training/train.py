@@ -95,6 +95,7 @@ def train_embedding_model(data: TrainingData | str | Path, *, base: str, out: st
         _check_loaded(data, config, uses_instruction)
     check_schedule(_planned_steps(len(data), config), config)  # one example per record
     check_device(config.device)
+    _check_reporter(config.report_to)
     out = Path(out).expanduser()
     _check_out(out, overwrite)
     precision = _precision(config)
@@ -132,6 +133,8 @@ def train_embedding_model(data: TrainingData | str | Path, *, base: str, out: st
         seconds = time.perf_counter() - started
         history = [h for h in trainer.state.log_history if "loss" in h]
         final_loss = float(history[-1]["loss"]) if history else None
+        if (staging / "checkpoints" / "runs").is_dir():  # tensorboard's event files: kept as OUT/runs
+            os.replace(staging / "checkpoints" / "runs", staging / "runs")
 
         # the saved models keep the base model's inference length; the training length is in the card
         model.max_seq_length = base_max_len
@@ -193,13 +196,26 @@ def _training_args(config: TrainConfig, output_dir: Path, *, precision: str, pro
         router_mapping=router_mapping,
         eval_strategy="no",
         save_strategy="no",
-        report_to="none",
+        report_to=config.report_to,
         logging_steps=config.logging_steps,
         logging_first_step=True,
         disable_tqdm=not progress,
         dataloader_num_workers=0,
         dataloader_pin_memory=_cuda_in_use(config),
     )
+
+
+def _check_reporter(name: str) -> None:
+    """Refuse a reporting integration whose package is not installed before anything is loaded."""
+    if name in ("none", "all"):
+        return
+    from transformers.integrations import get_available_reporting_integrations
+
+    if name not in get_available_reporting_integrations():
+        from syntra_dspy.errors import DependencyError
+
+        package = {"comet_ml": "comet-ml", "azure_ml": "azureml-core"}.get(name, name)
+        raise DependencyError(f"--report-to {name}: its package is not installed", hint=f"pip install {package}")
 
 
 def _save_models(model: SentenceTransformer, base: str, staging: Path) -> None:
