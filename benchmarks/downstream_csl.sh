@@ -30,12 +30,12 @@ fi
 $SYNTRA export "$STORE" --stats > "$OUT/run-stats.txt"
 if [ ! -d "$WORK/model/merged" ]; then
   # shellcheck disable=SC2086
-  log $SYNTRA train "$WORK/records.jsonl" --base embeddinggemma-300m --out "$WORK/model" $TRAIN_ARGS
+  log $SYNTRA train "$WORK/records.jsonl" --encoder embeddinggemma-300m --out "$WORK/model" $TRAIN_ARGS
 fi
 
 score() {  # name, model, dataset
   if [ ! -s "$WORK/$1.trec" ]; then
-    log $SYNTRA eval --model "$2" --dataset "beir:$3:test" --exclude-queries "$TASK" --measures nDCG@20 RR@10 R@100 \
+    log $SYNTRA eval --encoder "$2" --dataset "beir:$3:test" --exclude-queries "$TASK" --measures nDCG@20 RR@10 R@100 \
       --run-out "$WORK/$1.trec" --per-query "$WORK/$1.per-query.json" --json --no-progress > "$WORK/$1.result.json"
   fi
   cp "$WORK/$1.result.json" "$OUT/$1.json"
@@ -45,7 +45,7 @@ score embeddinggemma-300m embeddinggemma-300m "$DEV"
 score lora-records "$WORK/model/merged" "$DEV"
 
 compare() {  # a, b (difference b - a), over the English set's qrels; a query missing from a run scores 0
-  log $SYNTRA eval --compare "$WORK/$1.trec" "$WORK/$2.trec" --qrels "$DEV/qrels/test.tsv" --measure nDCG@20 --json \
+  log $SYNTRA eval --compare "$WORK/$1.trec" "$WORK/$2.trec" --qrels "$DEV/qrels/test.tsv" --measures nDCG@20 --json \
     > "$OUT/compare-$2-vs-$1.json"
 }
 compare embeddinggemma-300m lora-records

@@ -57,7 +57,7 @@ def run_case(case: str, index: int, work: Path, batch: int, negatives: int) -> d
     max_seq = int(parts[4]) if len(parts) > 4 else None
     records = build_records(spec, batch, negatives, 0, work / f"records-{index}.jsonl")
     out = work / f"model-{index}"
-    cmd = [sys.executable, "-m", "syntra_dspy.cli", "train", str(records), "--base", model, "--out", str(out),
+    cmd = [sys.executable, "-m", "syntra_dspy.cli", "train", str(records), "--encoder", model, "--out", str(out),
            "--max-steps", "1", "--warmup-ratio", "0", "--batch-size", str(batch), "--negatives", str(negatives),
            "--loss", loss, "--logging-steps", "1", "--no-progress"]
     if mini:

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from syntra_dspy.artifacts import Artifact, load_artifact  # noqa: E402
+from typing import Any  # noqa: E402
+
 from syntra_dspy.errors import SyntraError  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    """``Artifact`` and ``load_artifact`` on first use: importing them loads DSPy, which ``syntra --help`` and
+    every light command should not pay for."""
+    if name in ("Artifact", "load_artifact"):
+        from syntra_dspy import artifacts
+
+        return getattr(artifacts, name)
+    raise AttributeError(f"module 'syntra_dspy' has no attribute {name!r}")
 
 
 def compile_task(*args, **kwargs):  # noqa: D103 - re-exported lazily to keep `import syntra_dspy` light

@@ -66,8 +66,9 @@ def test_few_shot_and_calibration_queries_are_never_measured(graded, tmp_path):
 
 def test_the_command_rejects_an_unknown_judge_mode(graded, tmp_path, capsys):
     art, index = graded
-    code = main(["agreement", str(art), "--dataset", f"beir:{tmp_path}:test", "--judge", "graded,psychic"])
-    assert code == 2 and "unknown judge mode 'psychic'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["agreement", str(art), "--dataset", f"beir:{tmp_path}:test", "--judge-mode", "graded,psychic"])
+    assert exited.value.code == 2 and "unknown 'psychic'" in capsys.readouterr().err
 
 
 def test_queries_an_earlier_measurement_used_can_be_kept_out(graded, tmp_path):
@@ -90,14 +91,14 @@ def test_queries_an_earlier_measurement_used_can_be_kept_out(graded, tmp_path):
 
 def test_the_command_builds_one_agreement_config(graded):
     """The flags become one AgreementConfig (its defaults where a flag is not given, the artifact's own judge where
-    --judge is not); a bad value is an error naming the setting."""
+    --judge-mode is not); a bad value is an error naming the setting."""
     from syntra_dspy.cli import build_parser
     from syntra_dspy.cli.agreement_cmd import config_from_args
-    from syntra_dspy.judging.measure import AgreementConfig
+    from syntra_dspy.judging.settings import AgreementConfig
 
     art, _ = graded
     flags = ["agreement", str(art), "--dataset", "beir:x:test"]
-    args = build_parser().parse_args([*flags, "--queries", "7", "--random", "0", "--compare-judge", "written"])
+    args = build_parser().parse_args([*flags, "--queries", "7", "--random", "0", "--compare-judge-mode", "written"])
     assert config_from_args(args) == AgreementConfig(judges=("graded",), compare_judges=("written",), n_queries=7,
                                                      random_negatives=0)
     with pytest.raises(ConfigError) as raised:

@@ -107,13 +107,13 @@ def test_the_cli_offers_the_losses_and_teachers():
     from syntra_dspy.cli import build_parser
     from syntra_dspy.cli.train_cmd import config_from_args
 
-    args = build_parser().parse_args(["train", "d.jsonl", "--base", "b", "--out", "o", "--loss", "distill-kl",
+    args = build_parser().parse_args(["train", "d.jsonl", "--encoder", "b", "--out", "o", "--loss", "distill-kl",
                                       "--teacher", "expected+bm25", "--teacher-scale", "0.05",
                                       "--infonce-weight", "1"])
     cfg = config_from_args(args)
     assert (cfg.loss, cfg.teacher, cfg.teacher_scale, cfg.infonce_weight) == ("distill-kl", "expected+bm25", 0.05, 1.0)
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["train", "d", "--base", "b", "--out", "o", "--teacher", "oracle"])
+        build_parser().parse_args(["train", "d", "--encoder", "b", "--out", "o", "--teacher", "oracle"])
 
 
 def test_the_distillation_losses_are_sentence_transformers_own_and_the_sum_embeds_once(minilm):

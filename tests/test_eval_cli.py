@@ -63,7 +63,7 @@ def test_language_detection():
 
 def test_eval_bm25_writes_run_and_per_query(beir, tmp_path, capsys):
     run_out, tsv, js = tmp_path / "bm25.trec", tmp_path / "pq.tsv", tmp_path / "pq.json"
-    assert main(["eval", "--model", "bm25", "--dataset", f"beir:{beir}:dev", "--run-out", str(run_out),
+    assert main(["eval", "--encoder", "bm25", "--dataset", f"beir:{beir}:dev", "--run-out", str(run_out),
                  "--per-query", str(tsv), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "bm25 on beir:toy-beir:dev (3 queries)" in out and "nDCG@10" in out and "Judged@20" in out
@@ -84,7 +84,7 @@ def test_eval_bm25_writes_run_and_per_query(beir, tmp_path, capsys):
 def test_eval_excludes_ids_and_task_queries(beir, tmp_path, capsys):
     ids = tmp_path / "ids.txt"
     ids.write_text("# few-shot\n2\n")
-    assert main(["eval", "--model", "bm25", "--dataset", f"beir:{beir}:dev", "--exclude-queries", str(ids),
+    assert main(["eval", "--encoder", "bm25", "--dataset", f"beir:{beir}:dev", "--exclude-queries", str(ids),
                  "--json", "--no-progress"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["excluded"] == ["2"] and set(result["per_query"]) == {"1", "3"}
@@ -97,14 +97,14 @@ def test_eval_excludes_ids_and_task_queries(beir, tmp_path, capsys):
                      {"query": "a query the dataset does not have", "positive_id": "d3"}]}))
     ds = load_dataset(f"beir:{beir}:dev", load_corpus=False)
     assert load_exclusions(task, ds.queries) == {"1", "2"}
-    assert main(["eval", "--model", "bm25", "--dataset", f"beir:{beir}:dev", "--exclude-queries", str(task),
+    assert main(["eval", "--encoder", "bm25", "--dataset", f"beir:{beir}:dev", "--exclude-queries", str(task),
                  "--json", "--no-progress"]) == 0
     assert set(json.loads(capsys.readouterr().out)["per_query"]) == {"3"}
 
 
 def test_eval_neuclirtech_cli(nt, tmp_path, capsys):
     per_query = tmp_path / "mono.json"
-    assert main(["eval", "--model", "bm25", "--dataset", f"neuclirtech:{nt}:zho", "--measures", "nDCG@20",
+    assert main(["eval", "--encoder", "bm25", "--dataset", f"neuclirtech:{nt}:zho", "--measures", "nDCG@20",
                  "Judged@20", "--per-query", str(per_query), "--no-progress"]) == 0
     assert "bm25 on neuclirtech:mono (4 queries)" in capsys.readouterr().out
     assert set(json.loads(per_query.read_text())["per_query"]) == {"8", "24", "203", "217"}
@@ -122,7 +122,7 @@ def test_eval_neuclirtech_cli(nt, tmp_path, capsys):
 def test_eval_compare_prints_ci_and_p(nt, capsys):
     runs = nt / "runs"
     args = ["eval", "--compare", str(runs / "plaidx_clir.trec"), str(runs / "bm25_mono.trec"),
-            "--qrels", str(nt / "data" / "qrels.gains.txt"), "--measure", "nDCG@20", "--bootstrap", "2000"]
+            "--qrels", str(nt / "data" / "qrels.gains.txt"), "--measures", "nDCG@20", "--bootstrap", "2000"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("nDCG@20 over 4 queries")
@@ -134,9 +134,9 @@ def test_eval_compare_prints_ci_and_p(nt, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--model", "bm25"], "--dataset is required"),
-    (["--model", "bm25", "--qrels", "q.txt"], "--model needs --dataset"),
-    (["--model", "bm25", "--dataset", "beir:/nowhere"], "BEIR dataset folder not found"),
+    (["--encoder", "bm25"], "--dataset is required"),
+    (["--encoder", "bm25", "--qrels", "q.txt"], "--encoder needs --dataset"),
+    (["--encoder", "bm25", "--dataset", "beir:/nowhere"], "BEIR dataset folder not found"),
     (["--run", "r.trec", "--qrels", "q.txt", "--measures", "nDCG@x"], "malformed measure"),
 ])
 def test_eval_errors_exit_2_with_a_message(argv, message, capsys):

@@ -200,8 +200,8 @@ def test_syntra_eval_scores_the_cross_language_topics_with_the_installed_model(n
     from syntra_dspy.cli import main
 
     run_out = tmp_path / "gemma_clir.trec"
-    assert main(["eval", "--model", "embeddinggemma-300m", "--dataset", f"neuclirtech:{nt}:eng",
-                 "--measures", "nDCG@20", "Judged@20", "--index-root", str(tmp_path / "ix"), "--run-out",
+    assert main(["eval", "--encoder", "embeddinggemma-300m", "--dataset", f"neuclirtech:{nt}:eng",
+                 "--measures", "nDCG@20", "Judged@20", "--index-dir", str(tmp_path / "ix"), "--run-out",
                  str(run_out), "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["aggregate"]["nDCG@20"] > 0.9

@@ -133,7 +133,7 @@ def test_cli_index_and_select(tmp_path: Path, fixtures: Path, minilm, monkeypatc
     monkeypatch.chdir(tmp_path)
     corpus_path = fixtures / "corpus" / "csl_neuclir.jsonl"
     out = tmp_path / "sel.txt"
-    argv = ["index", "--corpus", str(corpus_path), "--format", "neuclir", "--no-progress",
+    argv = ["index", "--corpus", str(corpus_path), "--corpus-format", "neuclir", "--no-progress",
             "--select", "3", "--tau", "0.9", "--out", str(out)]
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out

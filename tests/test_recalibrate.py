@@ -150,7 +150,7 @@ def test_the_command_line_prints_the_new_version_and_its_judge(relative, tmp_pat
     real = recal.recalibrate_artifact
     monkeypatch.setattr(recal, "recalibrate_artifact",
                         lambda *a, **k: real(*a, **{**k, "generator": scripted_lm(SyntraBrain())}))
-    code = main(["artifacts", "recalibrate", str(art), "--out", str(tmp_path / "artifacts"), "--feature", "fused",
+    code = main(["artifacts", "recalibrate", str(art), "--out", str(tmp_path / "artifacts"), "--judge-feature", "fused",
                  "--index-dir", str(index)])
     out = capsys.readouterr().out
     assert code == 0 and "recalibrated:" in out and "judge: fused" in out

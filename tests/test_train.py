@@ -297,10 +297,10 @@ def test_cli_reports_bad_input(tmp_path: Path, capfd: pytest.CaptureFixture[str]
 
     bad = _write(tmp_path, [json.dumps(_record(pos=[]))])
     # the records are read in the child that trains: its error and exit code reach the user unchanged
-    assert main(["train", str(bad), "--base", "all-MiniLM-L6-v2", "--out", str(tmp_path / "m")]) == 2
+    assert main(["train", str(bad), "--encoder", "all-MiniLM-L6-v2", "--out", str(tmp_path / "m")]) == 2
     err = capfd.readouterr().err
     assert f"{bad}:1 field 'pos'" in err and "Traceback" not in err
-    assert main(["train", str(bad), "--base", "x", "--out", str(tmp_path / "m"), "--lora-rank", "0"]) == 2
+    assert main(["train", str(bad), "--encoder", "x", "--out", str(tmp_path / "m"), "--lora-rank", "0"]) == 2
     assert "lora_rank" in capfd.readouterr().err
     assert not (tmp_path / "m").exists()
 
@@ -337,7 +337,7 @@ def test_a_training_killed_for_memory_is_reported_with_the_settings_to_lower(cap
         "_child.subprocess.Popen = lambda cmd, env: popen("
         "[sys.executable, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])\n"
         "from syntra_dspy.cli import main\n"
-        "sys.exit(main(['train', 'records.jsonl', '--base', 'b', '--out', 'o', '--mini-batch-size', '4']))")],
+        "sys.exit(main(['train', 'records.jsonl', '--encoder', 'b', '--out', 'o', '--mini-batch-size', '4']))")],
         capture_output=True, text=True)
     assert done.returncode == 2
     assert "error: training was killed by the operating system (SIGKILL)" in done.stderr
@@ -348,14 +348,14 @@ def test_cli_maps_flags_onto_the_config() -> None:
     from syntra_dspy.cli import build_parser
     from syntra_dspy.cli.train_cmd import config_from_args
 
-    args = build_parser().parse_args(["train", "d.jsonl", "--base", "b", "--out", "o", "--lora-rank", "8",
+    args = build_parser().parse_args(["train", "d.jsonl", "--encoder", "b", "--out", "o", "--lora-rank", "8",
                                       "--target-modules", "query,value", "--instruction-prefix",
-                                      "--negatives", "3", "--no-model-prompts"])
+                                      "--num-negatives", "3", "--no-model-prompts"])
     cfg = config_from_args(args)
     assert (cfg.lora_rank, cfg.lora_alpha, cfg.num_negatives) == (8, 64, 3)
     assert cfg.target_modules == ("query", "value")
     assert cfg.query_format == DEFAULT_QUERY_FORMAT and cfg.use_model_prompts is False
-    args = build_parser().parse_args(["train", "d", "--base", "b", "--out", "o",
+    args = build_parser().parse_args(["train", "d", "--encoder", "b", "--out", "o",
                                       "--instruction-prefix", r"{instruction}\n{query}"])
     assert config_from_args(args).query_format == "{instruction}\n{query}"
 
@@ -369,10 +369,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory, records_file: Path) -> Pat
     from syntra_dspy.cli import main
 
     out = tmp_path_factory.mktemp("train") / "model"
-    argv = ["train", str(records_file), "--base", "all-MiniLM-L6-v2", "--out", str(out), "--no-progress",
+    argv = ["train", str(records_file), "--encoder", "all-MiniLM-L6-v2", "--out", str(out), "--no-progress",
             "--instruction-prefix"]
     for key, value in FAST.items():
-        argv += [{"num_negatives": "--negatives"}.get(key, "--" + key.replace("_", "-")), str(value)]
+        argv += ["--" + key.replace("_", "-"), str(value)]
     assert main(argv) == 0
     return out
 
@@ -519,7 +519,7 @@ def test_report_to_passes_through_to_the_trainer_and_keeps_tensorboard_logs(reco
     from syntra_dspy.cli import build_parser
     from syntra_dspy.cli.train_cmd import config_from_args
 
-    args = build_parser().parse_args(["train", "d.jsonl", "--base", "b", "--out", "o", "--report-to", "tensorboard"])
+    args = build_parser().parse_args(["train", "d.jsonl", "--encoder", "b", "--out", "o", "--report-to", "tensorboard"])
     assert config_from_args(args).report_to == "tensorboard"
     cfg = TrainConfig(**{**FAST, "max_steps": 1, "warmup_ratio": 0.0}, report_to="tensorboard")
     train_embedding_model(records_file, base="all-MiniLM-L6-v2", out=tmp_path / "tb", config=cfg, progress=False)

@@ -8,31 +8,36 @@ signature. A load runs through them in that order: folder, checksums and signatu
 
 from __future__ import annotations
 
-from syntra_dspy.artifacts.manifest import Manifest
-from syntra_dspy.artifacts.store import (
-    ALLOWED_FILES,
-    CHECKSUMS,
-    KIND,
-    PAYLOAD,
-    SCHEMA_VERSION,
-    Artifact,
-    canonical_json,
-    check_artifact_root,
-    component_texts,
-    compute_program_id,
-    compute_version,
-    diff_artifacts,
-    diff_attempts,
-    diff_texts,
-    instruction_texts,
-    list_artifacts,
-    load_artifact,
-    render_prompts,
-    save_artifact,
-    sign,
-    verify_artifact,
-    with_ids,
-)
+from typing import TYPE_CHECKING
+
+from syntra_dspy._lazy import lazy_exports
+
+if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads on first use
+    from syntra_dspy.artifacts.manifest import Manifest
+    from syntra_dspy.artifacts.store import (
+        ALLOWED_FILES,
+        CHECKSUMS,
+        KIND,
+        PAYLOAD,
+        SCHEMA_VERSION,
+        Artifact,
+        canonical_json,
+        check_artifact_root,
+        component_texts,
+        compute_program_id,
+        compute_version,
+        diff_artifacts,
+        diff_attempts,
+        diff_texts,
+        instruction_texts,
+        list_artifacts,
+        load_artifact,
+        render_prompts,
+        save_artifact,
+        sign,
+        verify_artifact,
+        with_ids,
+    )
 
 __all__ = [
     "ALLOWED_FILES",
@@ -59,3 +64,29 @@ __all__ = [
     "verify_artifact",
     "with_ids",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Manifest": "syntra_dspy.artifacts.manifest",
+    "ALLOWED_FILES": "syntra_dspy.artifacts.store",
+    "CHECKSUMS": "syntra_dspy.artifacts.store",
+    "KIND": "syntra_dspy.artifacts.store",
+    "PAYLOAD": "syntra_dspy.artifacts.store",
+    "SCHEMA_VERSION": "syntra_dspy.artifacts.store",
+    "Artifact": "syntra_dspy.artifacts.store",
+    "canonical_json": "syntra_dspy.artifacts.store",
+    "check_artifact_root": "syntra_dspy.artifacts.store",
+    "component_texts": "syntra_dspy.artifacts.store",
+    "compute_program_id": "syntra_dspy.artifacts.store",
+    "compute_version": "syntra_dspy.artifacts.store",
+    "diff_artifacts": "syntra_dspy.artifacts.store",
+    "diff_attempts": "syntra_dspy.artifacts.store",
+    "diff_texts": "syntra_dspy.artifacts.store",
+    "instruction_texts": "syntra_dspy.artifacts.store",
+    "list_artifacts": "syntra_dspy.artifacts.store",
+    "load_artifact": "syntra_dspy.artifacts.store",
+    "render_prompts": "syntra_dspy.artifacts.store",
+    "save_artifact": "syntra_dspy.artifacts.store",
+    "sign": "syntra_dspy.artifacts.store",
+    "verify_artifact": "syntra_dspy.artifacts.store",
+    "with_ids": "syntra_dspy.artifacts.store",
+})

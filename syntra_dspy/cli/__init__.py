@@ -25,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile a retrieval task into a frozen synthesis program, produce training data, train and evaluate.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"syntra {_version()}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _COMMANDS:
@@ -39,6 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
                               "or pip install -e . in a checkout)") from exc
         module.register(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (the package's own when it is not installed)."""
+    from syntra_dspy import __version__
+
+    try:
+        from importlib.metadata import version
+
+        installed = version("syntra-dspy")
+    except Exception:  # noqa: BLE001 - not installed: the package's own
+        installed = __version__
+    return installed
 
 
 def main(argv: list[str] | None = None) -> int:

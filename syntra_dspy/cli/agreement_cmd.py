@@ -6,18 +6,19 @@ import argparse
 import json
 from pathlib import Path
 
-from syntra_dspy.cli._args import positive_int
-from syntra_dspy.judging.measure import AgreementConfig
+from syntra_dspy.cli._args import CommaChoices, positive_int, rename
+from syntra_dspy.judging.settings import JUDGE_MODES, AgreementConfig
 
 # The settings' flags in help order: (flag, AgreementConfig field, argparse keywords); help text and default come
-# from the field, so AgreementConfig is the one source. --judge and --compare-judge take comma-separated modes.
+# from the field, so AgreementConfig is the one source. --judge-mode and --compare-judge-mode take comma-separated
+# modes (their old spellings --judge and --compare-judge still work, with a deprecation message).
 _SETTINGS = (
     ("--queries", "n_queries", {"type": positive_int, "metavar": "N"}),
     ("--top-k", "top_k", {"type": positive_int, "metavar": "K"}),
     ("--random", "random_negatives", {"type": int, "metavar": "R"}),
     ("--seed", "seed", {"type": int}),
-    ("--judge", "judges", {"metavar": "graded|written[,…]"}),
-    ("--compare-judge", "compare_judges", {"metavar": "graded|written[,…]"}),
+    ("--judge-mode", "judges", {"type": CommaChoices(JUDGE_MODES), "metavar": "graded|written[,…]"}),
+    ("--compare-judge-mode", "compare_judges", {"type": CommaChoices(JUDGE_MODES), "metavar": "graded|written[,…]"}),
     ("--exclude-queries", "exclude_queries", {"type": Path, "metavar": "FILE"}),
     ("--api-key-env", "api_key_env", {"metavar": "VAR"}),
     ("--index-dir", "index_dir", {"type": Path}),
@@ -47,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="judge the same candidates with a second artifact too")
     for flag, name, kwargs in _SETTINGS[5:7]:
         p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
+    rename(p, "--judge", "--judge-mode")
+    rename(p, "--compare-judge", "--compare-judge-mode")
     p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
     for flag, name, kwargs in _SETTINGS[7:]:
         p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
@@ -63,7 +66,8 @@ def config_from_args(args: argparse.Namespace) -> AgreementConfig:
     given = {name: getattr(args, name) for _, name, _ in _SETTINGS if getattr(args, name) is not None}
     for name in ("judges", "compare_judges"):
         if name in given:
-            given[name] = parse_judge_modes(given[name]) or None
+            value = given[name]
+            given[name] = parse_judge_modes(value if isinstance(value, str) else ",".join(value)) or None
     if given.get("judges") is None:
         from syntra_dspy.production.setup import load_verified
 

@@ -7,7 +7,9 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
+from syntra_dspy.cli._args import CommaChoices, positive_int, rename
 from syntra_dspy.cli.compile_cmd import (
+    STRATEGY_NAMES,
     add_compile_flags,
     add_human_label_flags,
     human_label_options,
@@ -25,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "agreement with human labels, compile cost, optionally a downstream retrieval measure "
                     "(--downstream-measure; it then ranks the strategies).")
     p.add_argument("task", help="task YAML file")
-    p.add_argument("--strategies", default="none,self-improve",
+    p.add_argument("--strategies", default="none,self-improve", type=CommaChoices(STRATEGY_NAMES),
+                   metavar="|".join(STRATEGY_NAMES) + "[,…]",
                    help="comma-separated strategies: none, self-improve, human, gepa (default: none,self-improve)")
     p.add_argument("--human-feedback", metavar="FILE",
                    help="replay this recorded human session for 'human' (no person needed); without it the "
@@ -38,23 +41,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="reference labels: BEIR/TREC qrels (queries from the BEIR layout or --heldout-queries), "
                         "a beir:PATH:split spec, or a 'query, doc_id, label' file")
     p.add_argument("--heldout-queries", metavar="FILE", help="queries for --heldout-qrels (queries.jsonl or topics TSV)")
-    p.add_argument("--heldout-docs", type=int, default=5, help="fresh documents to score extraction and queries on")
-    p.add_argument("--heldout-max-queries", type=int, default=20, help="held-out queries whose pairs are labelled")
-    p.add_argument("--unjudged-k", type=int, default=5, help="retrieved unjudged candidates per held-out query")
+    p.add_argument("--heldout-docs", type=positive_int, default=5,
+                   help="fresh documents to score extraction and queries on (default 5)")
+    p.add_argument("--heldout-max-queries", type=positive_int, default=20,
+                   help="held-out queries whose pairs are labelled (default 20)")
+    p.add_argument("--unjudged-k", type=int, default=5, help="retrieved unjudged candidates per held-out query (default 5)")
     p.add_argument("--unjudged", choices=("hard_negative", "easy_negative", "exclude"), default="hard_negative",
                    help="reference class of retrieved unjudged candidates (binary: always not relevant)")
-    p.add_argument("--gepa-max-metric-calls", type=int, default=None, help="GEPA budget per stage (default 30)")
+    p.add_argument("--gepa-max-metric-calls", type=positive_int, default=None, help="GEPA budget per stage (default 30)")
     p.add_argument("--downstream", action="store_true", help="also produce → train → eval per strategy (slow)")
     p.add_argument("--eval-dataset", metavar="SPEC",
                    help="dataset for --downstream (default: the BEIR split of --heldout-qrels)")
-    p.add_argument("--base-model", default="all-MiniLM-L6-v2", help="model --downstream fine-tunes")
-    p.add_argument("--downstream-docs", type=int, default=50, help="documents each strategy produces from")
+    p.add_argument("--downstream-encoder", default="all-MiniLM-L6-v2", metavar="MODEL",
+                   help="the embedding model --downstream fine-tunes (default all-MiniLM-L6-v2; --encoder is the one "
+                        "that retrieves while compiling)")
+    rename(p, "--base-model", "--downstream-encoder")
+    p.add_argument("--downstream-docs", type=positive_int, default=50,
+                   help="documents each strategy produces from (default 50)")
     p.add_argument("--downstream-measure", default="nDCG@10",
                    help="ir_measures measure that ranks the strategies when --downstream runs (e.g. nDCG@20)")
-    p.add_argument("--train-max-steps", type=int, default=None, help="cap training steps (smoke runs)")
+    p.add_argument("--train-max-steps", type=positive_int, default=None, help="cap training steps (smoke runs)")
     p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON (comparison.json)")
     add_compile_flags(p)
     p.set_defaults(func=run)
 
@@ -105,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             from syntra_dspy.training import TrainConfig
 
             train = TrainConfig(max_steps=args.train_max_steps)
-        downstream = DownstreamOptions(dataset=dataset, base=args.base_model, docs=args.downstream_docs, train=train,
+        downstream = DownstreamOptions(dataset=dataset, base=args.downstream_encoder, docs=args.downstream_docs, train=train,
                                        measure=args.downstream_measure)
     heldout = HeldoutOptions(docs=args.heldout_docs, qrels=args.heldout_qrels, queries=args.heldout_queries,
                              max_queries=args.heldout_max_queries, unjudged_k=args.unjudged_k, unjudged=args.unjudged)
@@ -114,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
                                 lm_timeout=lm_timeout(args),
                                 encoder=args.encoder, index_dir=args.index_dir, heldout=heldout,
                                 strategy_options=options, downstream=downstream, chart=not args.no_chart)
+    if args.json:
+        print(Path(result.outputs["json"]).read_text(encoding="utf-8").rstrip())
+        return 0
     print(Path(result.outputs["markdown"]).read_text(encoding="utf-8"))
     print("wrote " + ", ".join(result.outputs.values()))
     return 0

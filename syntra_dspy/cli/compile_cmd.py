@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import TYPE_CHECKING, get_args
 
-from syntra_dspy.artifacts.manifest import Manifest, StageUsage
+from syntra_dspy.cli._args import rename
 from syntra_dspy.optimizers.settings import CompileSettings
+
+if TYPE_CHECKING:
+    from syntra_dspy.artifacts.manifest import Manifest
+
+#: ``syntra compile --strategy``: the optimizer strategies (syntra_dspy.optimizers.STRATEGIES, which loads DSPy).
+STRATEGY_NAMES = ("self-improve", "none", "gepa", "human")
+#: Settings whose flag is not the field's name, and the old spelling each keeps for one release.
+_FLAG_NAMES = {"judge": ("--judge-mode", "--judge")}
 
 _SETTING_FLAGS = {
     "max_attempts": int, "sample_docs": int, "queries_per_doc": int, "pass_threshold": int, "seed": int,
@@ -33,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("compile", help="compile a task into a frozen, versioned synthesis program",
                               description="Test mode: adapt the task's synthesis instructions and save an artifact.")
     p.add_argument("task", help="task YAML file")
-    p.add_argument("--strategy", default="self-improve",
+    p.add_argument("--strategy", default="self-improve", choices=STRATEGY_NAMES,
                    help="self-improve (default), none, gepa (dspy.GEPA on the same metrics), or human (you review "
                         "every attempt in the terminal; recorded to --record-feedback or human-feedback-<time>.jsonl)")
     p.add_argument("--human-feedback", metavar="FILE", default=None,
@@ -43,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_human_label_flags(p)
     p.add_argument("--out", default="artifacts", help="artifact root (default: artifacts/)")
     add_compile_flags(p)
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p.set_defaults(func=run)
 
 
@@ -56,8 +67,12 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--selection-target", type=int, default=None, help="documents selected before sampling")
     for name, kind in _SETTING_FLAGS.items():
         field = CompileSettings.model_fields[name]
-        p.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
-                       help=f"{field.description} (default {field.default})" if field.description else None)
+        flag, old = _FLAG_NAMES.get(name, ("--" + name.replace("_", "-"), None))
+        values = get_args(field.annotation)
+        p.add_argument(flag, dest=name, type=kind, default=None, choices=values if kind is str and values and all(isinstance(v, str) for v in values) else None,
+                       help=f"{field.description} (default {field.default})")
+        if old:
+            rename(p, old, flag)
     add_lm_flags(p)
 
 
@@ -120,12 +135,29 @@ def run(args: argparse.Namespace) -> int:
                             lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args),
                             encoder=args.encoder, index_dir=args.index_dir,
                             optimizer_kwargs=extra)
-    print(summary(artifact.meta, artifact.path))
+    print(json.dumps(summary_dict(artifact.meta, artifact.path), indent=2) if args.json
+          else summary(artifact.meta, artifact.path))
     return 0
+
+
+def summary_dict(meta: Manifest, path) -> dict:
+    """:func:`summary` as JSON-ready data."""
+    from syntra_dspy.artifacts.manifest import StageUsage
+
+    loops = []
+    for loop in meta.history:
+        u = meta.usage.get(loop.name) or StageUsage()
+        loops.append({"loop": loop.name, "scores": [a.score for a in loop.attempts], "kept": loop.kept,
+                      "passed": loop.passed, "stop_reason": loop.stop_reason, "calls": u.calls,
+                      "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens})
+    return {"artifact": str(path), "task": meta.task, "version": meta.version, "program": meta.program_identity,
+            "strategy": meta.strategy, "seconds": meta.seconds, "loops": loops}
 
 
 def summary(meta: Manifest, path) -> str:
     """The compile's outcome per loop: scores, the kept attempt, calls and tokens."""
+    from syntra_dspy.artifacts.manifest import StageUsage
+
     lines = [f"artifact {meta.task}/{meta.version} (program {meta.program_identity}) written to {path}",
              f"strategy {meta.strategy}, {meta.seconds} s"]
     for loop in meta.history:

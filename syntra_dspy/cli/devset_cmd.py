@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
                    help="total time one request to a served generator may take (default 120)")
     t.add_argument("--no-progress", action="store_true", help="do not print progress")
+    t.add_argument("--json", action="store_true", help="print the summary as JSON")
     t.set_defaults(func=run)
 
 
@@ -73,7 +75,12 @@ def run(args: argparse.Namespace) -> int:
                                target_language=args.target_language, split=args.split,
                                exclude_docs=excluded_documents(args), limit=args.limit, seed=args.seed,
                                progress=progress)
+    if args.json:
+        print(json.dumps({"out": str(summary.out), "queries": summary.queries, "translated_now": summary.translated_now,
+                          "excluded": len(summary.excluded), "failed": len(summary.failed), "split": args.split},
+                         indent=2))
+        return 0
     print(f"dev set {summary.out}: {summary.queries} translated queries ({summary.translated_now} asked of the generator this run), "
           f"{len(summary.excluded)} excluded (few-shot documents), {len(summary.failed)} failed the checks")
-    print(f"evaluate: syntra eval --model MODEL --dataset beir:{summary.out}:{args.split} --measures nDCG@20 RR@10")
+    print(f"evaluate: syntra eval --encoder MODEL --dataset beir:{summary.out}:{args.split} --measures nDCG@20 RR@10")
     return 0

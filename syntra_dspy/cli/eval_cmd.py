@@ -8,19 +8,21 @@ import logging
 import sys
 from pathlib import Path
 
+from syntra_dspy.cli._args import positive_int, rename, warn_deprecated
 from syntra_dspy.errors import ConfigError
 
 logger = logging.getLogger(__name__)
+COMPARE_MEASURE = "nDCG@10"
 
 _EXAMPLES = """\
 examples:
-  syntra eval --model bm25 --dataset beir:data/scifact:train --exclude-queries task.yaml
-  syntra eval --model runs/minilm-lora --dataset beir:data/scifact:train --run-out minilm.trec \\
+  syntra eval --encoder bm25 --dataset beir:data/scifact:train --exclude-queries task.yaml
+  syntra eval --encoder runs/minilm-lora --dataset beir:data/scifact:train --run-out minilm.trec \\
               --per-query minilm.tsv --measures nDCG@10 'P(rel=1)@5' RR
-  syntra eval --model bm25 --dataset neuclirtech:NeuCLIRTech:zho --corpus csl.jsonl
+  syntra eval --encoder bm25 --dataset neuclirtech:NeuCLIRTech:zho --corpus csl.jsonl
   syntra eval --run NeuCLIRTech/runs/plaidx_clir.trec --qrels NeuCLIRTech/data/qrels.gains.txt \\
               --measures nDCG@20 Judged@20
-  syntra eval --compare bm25.trec minilm.trec --qrels qrels/train.tsv --measure nDCG@10
+  syntra eval --compare bm25.trec minilm.trec --qrels qrels/train.tsv --measures nDCG@10
 
 Queries a run does not rank score 0 (as ir_measures and trec_eval -c do); --missing skip averages over
 the ranked queries only (plain trec_eval).
@@ -34,8 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "existing TREC run; or compare two runs with a paired t-test and a bootstrap CI.",
         epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--model", metavar="DIR|NAME|bm25",
-                      help="a sentence-transformers folder or name, or 'bm25'")
+    what.add_argument("--encoder", metavar="DIR|NAME|bm25",
+                      help="retrieve with this embedding model (a sentence-transformers folder or name) or with "
+                           "'bm25', and score the ranking")
     what.add_argument("--run", metavar="RUN", help="score this TREC run file instead of retrieving")
     what.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                       help="compare two TREC runs (difference is B - A)")
@@ -46,9 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="qrels (TREC 'qid 0 docid gain' or BEIR TSV) for --run/--compare, instead of "
                         "--dataset")
     p.add_argument("--measures", nargs="+", metavar="MEASURE",
-                   help="ir_measures measures (default: nDCG@10 nDCG@20 R@100 Judged@20)")
-    p.add_argument("--measure", default="nDCG@10", help="the measure --compare tests (default nDCG@10)")
-    p.add_argument("-k", "--k", type=int, default=1000, help="documents retrieved per query (default 1000)")
+                   help="ir_measures measures (default: nDCG@10 nDCG@20 R@100 Judged@20; with --compare: the one "
+                        f"measure it tests, default {COMPARE_MEASURE})")
+    p.add_argument("-k", "--k", type=positive_int, default=1000, help="documents retrieved per query (default 1000)")
     p.add_argument("--exclude-queries", metavar="FILE",
                    help="query ids to leave out, one per line, or a task YAML (its few-shot queries)")
     p.add_argument("--run-out", metavar="FILE",
@@ -57,15 +60,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--missing", choices=("zero", "skip"), default="zero",
                    help="queries without a ranking: score 0 (default) or leave out of the mean")
     p.add_argument("--language", help="document language for BM25 tokenisation (BEIR: detected)")
-    p.add_argument("--batch-size", type=int, default=32, help="encoding batch size (default 32)")
-    p.add_argument("--index-root", default=".syntra/index",
-                   help="cache of encoded corpora, reused when corpus and encoder match ('' to disable)")
-    p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples for --compare")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="encoding batch size (default 32)")
+    p.add_argument("--index-dir", metavar="DIR", default=None,
+                   help="keep the encoded corpus in this index folder (default: .syntra/index/<fingerprint>, the "
+                        "folder syntra index, compile and produce use for this corpus and encoder)")
+    p.add_argument("--no-index-cache", action="store_true",
+                   help="encode the corpus in memory and keep nothing on disk")
+    p.add_argument("--index-root", default=None, help=argparse.SUPPRESS)  # deprecated: a root of index folders
+    p.add_argument("--bootstrap", type=positive_int, default=10_000, help="bootstrap resamples for --compare")
     p.add_argument("--confidence", type=float, default=0.95, help="CI level for --compare (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--places", type=int, default=4, help="decimal places printed (default 4)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    rename(p, "--model", "--encoder")
+    rename(p, "--measure", "--measures")
     p.set_defaults(func=run)
 
 
@@ -107,13 +116,30 @@ def _judgments(args: argparse.Namespace):
     return ds.qrels, ds.queries, ds.name
 
 
+def _index_cache(args: argparse.Namespace) -> dict[str, str | None]:
+    """Where the encoded corpus is kept: ``index_dir`` (one folder) or ``index_root`` (the fingerprinted cache)."""
+    if args.no_index_cache:
+        return {"index_root": None, "index_dir": None}
+    if args.index_root is not None:
+        warn_deprecated("--index-root ROOT", "--index-dir DIR (one index folder) or --no-index-cache ('')")
+        return {"index_root": args.index_root or None, "index_dir": None}
+    return {"index_root": ".syntra/index", "index_dir": args.index_dir}
+
+
+def _compare_measure(args: argparse.Namespace) -> str:
+    if args.measures and len(args.measures) > 1:
+        raise ConfigError(f"--compare tests one measure, got {len(args.measures)}", field="measures",
+                          hint="give one, e.g. --measures nDCG@10, and run again for another")
+    return args.measures[0] if args.measures else COMPARE_MEASURE
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.model and args.model.strip().lower() == "bm25" and not getattr(args, "verbose", False):
+    if args.encoder and args.encoder.strip().lower() == "bm25" and not getattr(args, "verbose", False):
         _quiet("bm25s", "jieba")
     from syntra_dspy.evaluation import parse_measures
 
     if args.compare:
-        parse_measures(args.measure)  # fail on a bad measure before reading any file
+        parse_measures(_compare_measure(args))  # fail on a bad measure before reading any file
         return _compare(args)
     if args.run_out and args.run:
         raise ConfigError("--run-out writes a retrieved run; --run already is one", field="run-out")
@@ -127,13 +153,13 @@ def run(args: argparse.Namespace) -> int:
     )
 
     measures = parse_measures(" ".join(args.measures) if args.measures else None)
-    if args.model:
+    if args.encoder:
         if args.qrels:
-            raise ConfigError("--model needs --dataset (queries and corpus), not --qrels", field="qrels")
+            raise ConfigError("--encoder needs --dataset (queries and corpus), not --qrels", field="qrels")
         ds = _load_dataset(args, load_corpus=True)
-        result = evaluate_model(args.model, ds, measures, k=args.k, exclude=args.exclude_queries,
+        result = evaluate_model(args.encoder, ds, measures, k=args.k, exclude=args.exclude_queries,
                                 batch_size=args.batch_size, show_progress=not args.no_progress,
-                                missing=args.missing, index_root=args.index_root or None)
+                                missing=args.missing, **_index_cache(args))
         if args.run_out:
             write_run(result.run, args.run_out, tag=Path(result.model).name or result.model)
             logger.info("wrote run %s", args.run_out)
@@ -158,7 +184,7 @@ def _compare(args: argparse.Namespace) -> int:
     qrels, texts, name = _judgments(args)
     excluded = resolve_exclusions(args.exclude_queries, texts)
     path_a, path_b = args.compare
-    cmp = compare_runs(read_run(path_a), read_run(path_b), qrels, args.measure,
+    cmp = compare_runs(read_run(path_a), read_run(path_b), qrels, _compare_measure(args),
                        queries=[q for q in qrels if q not in excluded], missing=args.missing,
                        n_bootstrap=args.bootstrap, confidence=args.confidence, seed=args.seed)
     if args.json:

@@ -7,7 +7,7 @@ import json
 import shlex
 from pathlib import Path
 
-from syntra_dspy.cli._args import fraction, positive_int
+from syntra_dspy.cli._args import fraction, positive_int, rename
 from syntra_dspy.production.dataset_card import ST_NEGATIVES_RULE, ST_POSITIVE_RULE
 from syntra_dspy.production.records import FORMATS
 from syntra_dspy.errors import ConfigError
@@ -46,12 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--include-partial", action="store_true",
                    help="export queries whose annotation is incomplete, from their labelled candidates only")
     p.add_argument("--instruction", default=None, help="override the retrieval instruction put in every record")
-    p.add_argument("--judge", default=None, metavar="ARTIFACT",
+    p.add_argument("--relabel-with", default=None, metavar="ARTIFACT",
                    help="label the records with this artifact's judge, applied to the grades the run stored (an "
                         "artifact recalibrated from the run's: same grading prompt; nothing is graded again); "
                         "--stats still describes the stored labels")
+    rename(p, "--judge", "--relabel-with")
     p.add_argument("--stats", action="store_true", help="print counts, label distribution and drop reasons")
-    p.add_argument("--json", action="store_true", help="with --stats: print them as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print what was written (and, with --stats, the statistics) as JSON")
     p.add_argument("--encoder", default=None, metavar="MODEL",
                    help="with --stats: also report how much the records can still teach this embedding model before "
                         "any training (InfoNCE loss, share of positives it already ranks first, and where each "
@@ -75,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.encoder is not None and not args.stats:
         raise ConfigError("--encoder measures what the records can teach it", hint="give --stats with it")
-    if args.judge is not None and args.out is None:
-        raise ConfigError("--judge labels exported records", hint="give --out FILE with it")
+    if args.relabel_with is not None and args.out is None:
+        raise ConfigError("--relabel-with labels exported records", hint="give --out FILE with it")
     if args.dev_split is not None and args.out is None:
         raise ConfigError("--dev-split splits exported records", hint="give --out FILE with it")
     if args.out is None and not args.stats and not args.failures:
@@ -88,19 +90,26 @@ def run(args: argparse.Namespace) -> int:
         named_output(args.out, example="./records" if args.format == "hf" else "./train.jsonl")
         with full_disk_is_clear(args.out, inputs="the run store, its corpus and its artifact"):
             summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction,
-                                     overwrite=args.overwrite, judge=args.judge, dev_split=args.dev_split,
+                                     overwrite=args.overwrite, judge=args.relabel_with, dev_split=args.dev_split,
                                      seed=args.seed, command=command_line(args), **options)
         dropped = ", ".join(f"{k} {v}" for k, v in summary.dropped.items() if v) or "none"
         splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
-        print(f"wrote {summary.records} records ({splits}) from {summary.queries} queries to {summary.out} "
-              f"(dropped: {dropped}); dataset card {summary.card_path}; metadata in {summary.meta_path}")
+        if not args.json:
+            print(f"wrote {summary.records} records ({splits}) from {summary.queries} queries to {summary.out} "
+                  f"(dropped: {dropped}); dataset card {summary.card_path}; metadata in {summary.meta_path}")
     if args.stats:
         stats = compute_stats(args.store, qrels=args.qrels, **options)
         if args.encoder is not None:
             from syntra_dspy.production.export import teaching_stats
 
             stats["teaching"] = teaching_stats(args.store, args.encoder, **options)
-        print(json.dumps(stats, indent=2, ensure_ascii=False) if args.json else format_stats(stats))
+        if not args.json:
+            print(format_stats(stats))
+    if args.json and (args.out is not None or args.stats):
+        # one JSON document: the statistics alone (as before), the export alone, or both
+        shown = (stats if args.out is None else summary.to_dict() if not args.stats
+                 else {"export": summary.to_dict(), "stats": stats})
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
     if args.failures:
         from syntra_dspy.production import list_failures
 

@@ -8,11 +8,20 @@ import json
 from pathlib import Path
 
 from syntra_dspy.cli._child import in_child, rerun_in_child
-from syntra_dspy.training.config import DEFAULT_QUERY_FORMAT, LOSSES, PRECISIONS, REPORTERS, TrainConfig
+from syntra_dspy.cli._args import rename
+from syntra_dspy.training.config import (
+    DEFAULT_QUERY_FORMAT,
+    LOSSES,
+    LR_SCHEDULERS,
+    PRECISIONS,
+    REPORTERS,
+    TrainConfig,
+)
 from syntra_dspy.training.teachers import TEACHERS
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-_CHOICES = {"loss": LOSSES, "teacher": TEACHERS, "precision": PRECISIONS, "report_to": REPORTERS}
+_CHOICES = {"loss": LOSSES, "teacher": TEACHERS, "precision": PRECISIONS, "report_to": REPORTERS,
+            "lr_scheduler": LR_SCHEDULERS}
 
 # (flag, TrainConfig field, type, help); the default shown is TrainConfig's, so there is one source.
 _OPTIONS = (
@@ -26,11 +35,11 @@ _OPTIONS = (
     ("--epochs", "epochs", float, "passes over the records"),
     ("--max-steps", "max_steps", int, "stop after this many optimizer steps (-1: no limit)"),
     ("--batch-size", "batch_size", int, "queries per optimizer step"),
-    ("--lr-scheduler", "lr_scheduler", str, "transformers LR schedule (linear, cosine, constant, ...)"),
+    ("--lr-scheduler", "lr_scheduler", str, "transformers learning-rate schedule"),
     ("--weight-decay", "weight_decay", float, "AdamW weight decay"),
     ("--seed", "seed", int, "seed for LoRA init, example building, batching and dropout"),
     ("--precision", "precision", str, "auto (bf16 on a capable GPU, else fp32), fp32, bf16 or fp16"),
-    ("--negatives", "num_negatives", int,
+    ("--num-negatives", "num_negatives", int,
      "hard negatives per query, repeated when a record has fewer (0: in-batch negatives only)"),
     ("--temperature", "temperature", float, "InfoNCE temperature (loss scale = 1/temperature)"),
     ("--loss", "loss", str, ("InfoNCE from the labels: cached-mnrl (bounded memory) or mnrl (the same loss, every "
@@ -65,8 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("data", metavar="DATA",
                    help="exported records: a .jsonl file (with its .meta.json) or a datasets save_to_disk folder")
-    p.add_argument("--base", required=True, metavar="MODEL",
-                   help="base model: all-MiniLM-L6-v2 (bundled), a model folder, or a Hugging Face model id")
+    p.add_argument("--encoder", required=True, metavar="MODEL",
+                   help="the embedding model to fine-tune: all-MiniLM-L6-v2 (bundled), a model folder, or a Hugging "
+                        "Face model id")
+    rename(p, "--base", "--encoder")
     p.add_argument("--out", required=True, metavar="DIR", type=Path, help="output folder")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it already holds files")
     for flag, name, kind, text in _OPTIONS:
@@ -76,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices = _CHOICES.get(name)
         p.add_argument(flag, dest=name, type=kind, default=None, metavar=metavar if choices is None else None,
                        choices=choices, help=text + shown)
+    rename(p, "--negatives", "--num-negatives")
     p.add_argument("--instruction-prefix", dest="query_format", nargs="?", const=DEFAULT_QUERY_FORMAT,
                    default=None, metavar="FORMAT",
                    help="prefix each query with its record's retrieval instruction; FORMAT names {instruction} "
@@ -113,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             "benchmarks/results/train_memory/README.md lists measured peaks"))
     from syntra_dspy.training import train_embedding_model
 
-    result = train_embedding_model(args.data, base=args.base, out=args.out, config=config,
+    result = train_embedding_model(args.data, base=args.encoder, out=args.out, config=config,
                                    overwrite=args.overwrite, progress=not args.no_progress)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

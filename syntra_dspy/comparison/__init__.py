@@ -8,27 +8,32 @@
 
 from __future__ import annotations
 
-from syntra_dspy.comparison.compare import (
-    ComparisonResult,
-    StrategyResult,
-    compare_strategies,
-    compile_cost,
-    parse_strategies,
-    rank,
-)
-from syntra_dspy.comparison.downstream import DownstreamOptions
-from syntra_dspy.comparison.heldout import HeldoutMaterial, HeldoutOptions, JudgedItem
-from syntra_dspy.comparison.report import draw_chart, markdown, write_reports
-from syntra_dspy.comparison.scoring import HeldoutScorer
-from syntra_dspy.judging.agreement import (
-    Agreement,
-    agreement,
-    cohen_kappa,
-    confusion_matrix,
-    label_agreement,
-    training_label_precision,
-)
-from syntra_dspy.judging.labels import load_judgements
+from typing import TYPE_CHECKING
+
+from syntra_dspy._lazy import lazy_exports
+
+if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads on first use
+    from syntra_dspy.comparison.compare import (
+        ComparisonResult,
+        StrategyResult,
+        compare_strategies,
+        compile_cost,
+        parse_strategies,
+        rank,
+    )
+    from syntra_dspy.comparison.downstream import DownstreamOptions
+    from syntra_dspy.comparison.heldout import HeldoutMaterial, HeldoutOptions, JudgedItem
+    from syntra_dspy.comparison.report import draw_chart, markdown, write_reports
+    from syntra_dspy.comparison.scoring import HeldoutScorer
+    from syntra_dspy.judging.agreement import (
+        Agreement,
+        agreement,
+        cohen_kappa,
+        confusion_matrix,
+        label_agreement,
+        training_label_precision,
+    )
+    from syntra_dspy.judging.labels import load_judgements
 
 __all__ = [
     "Agreement",
@@ -53,3 +58,27 @@ __all__ = [
     "training_label_precision",
     "write_reports",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "ComparisonResult": "syntra_dspy.comparison.compare",
+    "StrategyResult": "syntra_dspy.comparison.compare",
+    "compare_strategies": "syntra_dspy.comparison.compare",
+    "compile_cost": "syntra_dspy.comparison.compare",
+    "parse_strategies": "syntra_dspy.comparison.compare",
+    "rank": "syntra_dspy.comparison.compare",
+    "DownstreamOptions": "syntra_dspy.comparison.downstream",
+    "HeldoutMaterial": "syntra_dspy.comparison.heldout",
+    "HeldoutOptions": "syntra_dspy.comparison.heldout",
+    "JudgedItem": "syntra_dspy.comparison.heldout",
+    "draw_chart": "syntra_dspy.comparison.report",
+    "markdown": "syntra_dspy.comparison.report",
+    "write_reports": "syntra_dspy.comparison.report",
+    "HeldoutScorer": "syntra_dspy.comparison.scoring",
+    "Agreement": "syntra_dspy.judging.agreement",
+    "agreement": "syntra_dspy.judging.agreement",
+    "cohen_kappa": "syntra_dspy.judging.agreement",
+    "confusion_matrix": "syntra_dspy.judging.agreement",
+    "label_agreement": "syntra_dspy.judging.agreement",
+    "training_label_precision": "syntra_dspy.judging.agreement",
+    "load_judgements": "syntra_dspy.judging.labels",
+})

@@ -101,6 +101,7 @@ def evaluate_model(
     show_progress: bool = False,
     missing: MissingPolicy = "zero",
     index_root: str | Path | None = None,
+    index_dir: str | Path | None = None,
 ) -> EvalResult:
     """Retrieve the top ``k`` for every judged query of ``dataset`` and score the run.
 
@@ -108,7 +109,8 @@ def evaluate_model(
     ``dataset``: an :class:`EvalDataset` or a spec (``beir:PATH[:split]``, ``neuclirtech:PATH[:eng|zho]``).
     ``exclude``: query ids, or a path to an id list or a task YAML (its few-shot queries, by text).
     ``index_root``: cache dense document vectors there, keyed by corpus and encoder fingerprint (the cache
-    compile and produce use, ``.syntra/index``), so a corpus is encoded once per model.
+    compile and produce use, ``.syntra/index``), so a corpus is encoded once per model. ``index_dir``: keep them in
+    exactly this folder instead (rebuilt when the corpus or the model differs from the one it holds).
     """
     if k < 1:
         raise ConfigError(f"k must be at least 1, got {k}", field="k")
@@ -124,7 +126,7 @@ def evaluate_model(
         logger.warning("%d judged queries have no text in %s and cannot be searched; they are not scored",
                        len(unjudged_text), ds.name)
     retriever = load_retriever(model, ds.require_corpus(), language=ds.language, batch_size=batch_size,
-                               show_progress=show_progress, index_root=index_root)
+                               show_progress=show_progress, index_root=index_root, index_dir=index_dir)
     logger.info("searching %d queries of %s with %s (k=%d)", len(qids), ds.name, model_name(model), k)
     run = retriever.search({q: ds.queries[q] for q in qids}, k=k)
     aggregate, per_query = score_run(ds.qrels, run, parsed, queries=qids, missing=missing)

@@ -42,7 +42,8 @@ class DenseRetriever:
     """Exact inner-product search over L2-normalised document vectors (``faiss.IndexFlatIP``)."""
 
     def __init__(self, encoder: Any, corpus: Corpus, *, batch_size: int = 32,
-                 show_progress: bool = False, index_root: str | Path | None = None) -> None:
+                 show_progress: bool = False, index_root: str | Path | None = None,
+                 index_dir: str | Path | None = None) -> None:
         try:
             import faiss
         except ImportError:
@@ -51,12 +52,13 @@ class DenseRetriever:
         self.name = str(getattr(encoder, "name", "dense"))
         self.batch_size = batch_size
         self._ids = corpus.ids
-        if index_root is not None and hasattr(encoder, "id"):
+        if (index_root is not None or index_dir is not None) and hasattr(encoder, "id"):
             # The same fingerprinted cache compile and produce use: a corpus is encoded once per encoder.
             from syntra_dspy.retrieval.index import CorpusIndex
             from syntra_dspy.retrieval.sources import default_index_dir
 
-            cached = CorpusIndex.load_or_build(corpus, encoder, default_index_dir(corpus, encoder, index_root),
+            folder = index_dir if index_dir is not None else default_index_dir(corpus, encoder, index_root)
+            cached = CorpusIndex.load_or_build(corpus, encoder, folder,
                                                batch_size=batch_size, progress=show_progress)
             order = [cached.position(doc_id) for doc_id in self._ids]
             vectors = np.asarray(cached.vectors)[order]
@@ -94,7 +96,8 @@ class DenseRetriever:
 
 
 def load_retriever(model: str | Any, corpus: Corpus, *, language: str = "en", batch_size: int = 32,
-                   show_progress: bool = False, index_root: str | Path | None = None) -> Retriever:
+                   show_progress: bool = False, index_root: str | Path | None = None,
+                   index_dir: str | Path | None = None) -> Retriever:
     """``"bm25"``, a model folder or name (via :func:`syntra_dspy.retrieval.encoder.load_encoder`), an encoder
     object (with ``encode_queries``/``encode_documents``), or a ready :class:`Retriever`."""
     if isinstance(model, str):
@@ -104,10 +107,10 @@ def load_retriever(model: str | Any, corpus: Corpus, *, language: str = "en", ba
 
         encoder = load_encoder(model)
         return DenseRetriever(encoder, corpus, batch_size=batch_size, show_progress=show_progress,
-                              index_root=index_root)
+                              index_root=index_root, index_dir=index_dir)
     if hasattr(model, "encode_documents") and hasattr(model, "encode_queries"):
         return DenseRetriever(model, corpus, batch_size=batch_size, show_progress=show_progress,
-                              index_root=index_root)
+                              index_root=index_root, index_dir=index_dir)
     if isinstance(model, Retriever):
         return model
     raise ConfigError(f"cannot evaluate a {type(model).__name__}", field="model",

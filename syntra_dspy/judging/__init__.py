@@ -13,11 +13,16 @@ imported by their module path, not from here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from syntra_dspy._lazy import lazy_exports
 from syntra_dspy.judging.agreement import Agreement, agreement, cohen_kappa, label_agreement
-from syntra_dspy.judging.calibration import BestCut, CalibrationSample, JudgeCalibration, best_cut, fit_calibration
-from syntra_dspy.judging.grading import Grade
-from syntra_dspy.judging.judge import JUDGE_MODES, Candidate, JudgeMode, Judgment, RelevanceJudge, judge_mode
-from syntra_dspy.judging.labels import LabelledPair, load_judgements, read_label_file
+
+if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads on first use
+    from syntra_dspy.judging.calibration import BestCut, CalibrationSample, JudgeCalibration, best_cut, fit_calibration
+    from syntra_dspy.judging.grading import Grade
+    from syntra_dspy.judging.judge import JUDGE_MODES, Candidate, JudgeMode, Judgment, RelevanceJudge, judge_mode
+    from syntra_dspy.judging.labels import LabelledPair, load_judgements, read_label_file
 
 __all__ = [
     "JUDGE_MODES",
@@ -40,3 +45,21 @@ __all__ = [
     "load_judgements",
     "read_label_file",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "BestCut": "syntra_dspy.judging.calibration",
+    "CalibrationSample": "syntra_dspy.judging.calibration",
+    "JudgeCalibration": "syntra_dspy.judging.calibration",
+    "best_cut": "syntra_dspy.judging.calibration",
+    "fit_calibration": "syntra_dspy.judging.calibration",
+    "Grade": "syntra_dspy.judging.grading",
+    "JUDGE_MODES": "syntra_dspy.judging.judge",
+    "Candidate": "syntra_dspy.judging.judge",
+    "JudgeMode": "syntra_dspy.judging.judge",
+    "Judgment": "syntra_dspy.judging.judge",
+    "RelevanceJudge": "syntra_dspy.judging.judge",
+    "judge_mode": "syntra_dspy.judging.judge",
+    "LabelledPair": "syntra_dspy.judging.labels",
+    "load_judgements": "syntra_dspy.judging.labels",
+    "read_label_file": "syntra_dspy.judging.labels",
+})

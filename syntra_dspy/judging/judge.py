@@ -15,19 +15,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from syntra_dspy.errors import LMOutputError
 from syntra_dspy.judging.calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
                                             classify_score, list_contexts)
 from syntra_dspy.judging.grading import Grade, LogprobFallback
+from syntra_dspy.judging.settings import JUDGE_MODES, JudgeMode, parse_judge_modes  # noqa: F401
 from syntra_dspy.signatures.types import label_class
 
 logger = logging.getLogger(__name__)
-#: The judge a program labels with; one type from ``syntra compile --judge`` (``CompileSettings.judge``) through the
-#: strategies and the manifest to production and ``syntra agreement --judge``.
-JudgeMode = Literal["graded", "written"]
-JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
 
 
 def judge_mode(program: Any) -> JudgeMode:
@@ -36,17 +33,6 @@ def judge_mode(program: Any) -> JudgeMode:
     What production and ``syntra agreement`` use by default, and what the compile records in the manifest
     (``settings.judge``), so the record and the program cannot disagree."""
     return "graded" if program.state.judge is not None else "written"
-
-
-def parse_judge_modes(text: str | None) -> tuple[JudgeMode, ...]:
-    """Judge modes from a comma-separated flag value (``graded,written``); empty for None or an empty value."""
-    from syntra_dspy.errors import ConfigError
-
-    modes = tuple(m.strip() for m in (text or "").split(",") if m.strip())
-    bad = [m for m in modes if m not in JUDGE_MODES]
-    if bad:
-        raise ConfigError(f"unknown judge mode {bad[0]!r}", field="judge", hint=f"use {' or '.join(JUDGE_MODES)}")
-    return modes  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar
-
-from pydantic import Field
+from typing import Any
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
@@ -28,30 +26,9 @@ from syntra_dspy.judging.agreement import label_agreement, paired_kappa_bootstra
 from syntra_dspy.judging.calibration import best_cut, roc_auc
 from syntra_dspy.judging.candidates import JudgedCandidate, build_candidates, lexical_witness, with_lexical
 from syntra_dspy.judging.grading import Grade
-from syntra_dspy.judging.judge import Candidate, JudgeMode, Judgment, RelevanceJudge
-from syntra_dspy.settings_model import SettingsModel
+from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge
+from syntra_dspy.judging.settings import AgreementConfig
 from syntra_dspy.signatures.types import label_class
-
-
-class AgreementConfig(SettingsModel):
-    """How ``syntra agreement`` samples candidates and which judges label them; every field has its flag."""
-
-    what: ClassVar[str] = "agreement"
-    command: ClassVar[str] = "syntra agreement"
-
-    judges: tuple[JudgeMode, ...] = Field(("graded",), min_length=1, description=(
-        "judge mode(s) of the first artifact, comma-separated (the command's default: the artifact's own judge)"))
-    compare_judges: tuple[JudgeMode, ...] | None = Field(None, min_length=1, description=(
-        "judge mode(s) of the other artifacts (default: the same as the first's)"))
-    n_queries: int = Field(50, ge=1, strict=True, description="queries to sample")
-    top_k: int = Field(10, ge=1, strict=True, description="retrieved candidates per query")
-    random_negatives: int = Field(1, ge=0, strict=True, description="random documents per query")
-    seed: int = Field(0, strict=True, description="query sampling seed")
-    exclude_queries: Path | None = Field(None, description=(
-        "queries never to sample besides the task's: a file of query ids (one per line) or a task YAML, e.g. the "
-        "queries an earlier measurement used"))
-    api_key_env: str | None = Field(None, description="environment variable holding the judge server's key")
-    index_dir: Path | None = Field(None, description="where the corpus index is cached")
 
 
 def _key(artifact: str, mode: str, c: JudgedCandidate) -> str:

@@ -54,7 +54,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     settings = original.meta.optimizer
     if original.program.state.judge is None and settings.get("judge", "graded") != "graded":
         raise ConfigError("this artifact's judge writes its labels (compiled with judge 'written'): there is no "
-                          "calibration to refit", path=artifact, hint="compile it with --judge graded")
+                          "calibration to refit", path=artifact, hint="compile it with --judge-mode graded")
     check_artifact_root(out, original.task)
     labels = calibration_labels if calibration_labels is not None else settings.get("calibration_labels")
     queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)

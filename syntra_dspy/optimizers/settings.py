@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from syntra_dspy.judging.judge import JudgeMode
+from syntra_dspy.judging.settings import JudgeMode
 from syntra_dspy.programs.validation import NEAR_DUPLICATE
 
 
@@ -18,7 +18,7 @@ class CompileSettings(BaseModel):
     queries_per_doc: int = Field(2, ge=1, le=16, description="queries written per trial document")
     pass_threshold: int = Field(2, ge=0, le=3, description="verifier score (0-3) that passes a loop")
     keep: Literal["last", "best"] = Field("last", description="which attempt a loop keeps when none passes")
-    seed: int = 42
+    seed: int = Field(42, description="seed of the document sampling and selection")
     annotation_candidates: int = Field(8, ge=1, le=100, description="retrieved candidates per few-shot query")
     chunk_size: int = Field(4, ge=1, le=50, description="candidates per annotation call")
     control_negatives: int = Field(1, ge=0, le=10, description="random corpus documents per few-shot query that "

@@ -8,14 +8,19 @@ nothing lost or done twice; its settings are one ``ProduceConfig``. ``export_rec
 
 from __future__ import annotations
 
-from syntra_dspy.production.backup import BackupSummary, backup_store
-from syntra_dspy.production.config import ProduceConfig
-from syntra_dspy.production.export import ExportSummary, compute_stats, export_records, format_stats, list_failures
-from syntra_dspy.production.ledger import ProductionAborted
-from syntra_dspy.production.ray_cluster import RayOptions
-from syntra_dspy.production.records import ExportOptions, retrieval_instruction
-from syntra_dspy.production.runner import ProduceSummary, produce
-from syntra_dspy.production.store import RunStore, StoreError
+from typing import TYPE_CHECKING
+
+from syntra_dspy._lazy import lazy_exports
+
+if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads on first use
+    from syntra_dspy.production.backup import BackupSummary, backup_store
+    from syntra_dspy.production.config import ProduceConfig
+    from syntra_dspy.production.export import ExportSummary, compute_stats, export_records, format_stats, list_failures
+    from syntra_dspy.production.ledger import ProductionAborted
+    from syntra_dspy.production.ray_cluster import RayOptions
+    from syntra_dspy.production.records import ExportOptions, retrieval_instruction
+    from syntra_dspy.production.runner import ProduceSummary, produce
+    from syntra_dspy.production.store import RunStore, StoreError
 
 __all__ = [
     "BackupSummary",
@@ -35,3 +40,22 @@ __all__ = [
     "produce",
     "retrieval_instruction",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "BackupSummary": "syntra_dspy.production.backup",
+    "backup_store": "syntra_dspy.production.backup",
+    "ProduceConfig": "syntra_dspy.production.config",
+    "ExportSummary": "syntra_dspy.production.export",
+    "compute_stats": "syntra_dspy.production.export",
+    "export_records": "syntra_dspy.production.export",
+    "format_stats": "syntra_dspy.production.export",
+    "list_failures": "syntra_dspy.production.export",
+    "ProductionAborted": "syntra_dspy.production.ledger",
+    "RayOptions": "syntra_dspy.production.ray_cluster",
+    "ExportOptions": "syntra_dspy.production.records",
+    "retrieval_instruction": "syntra_dspy.production.records",
+    "ProduceSummary": "syntra_dspy.production.runner",
+    "produce": "syntra_dspy.production.runner",
+    "RunStore": "syntra_dspy.production.store",
+    "StoreError": "syntra_dspy.production.store",
+})

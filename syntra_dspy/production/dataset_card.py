@@ -110,7 +110,7 @@ def render_card(*, meta: dict[str, Any], judge: dict[str, Any], relabelled: dict
         + ", ".join(f"{split} {k}" for split, k in splits.items()),
         f"- {counts['positives']} positives, {counts['negatives']} negatives (before any repetition)",
         "- dropped: " + (", ".join(f"{k} {v}" for k, v in counts["dropped"].items()) or "none"),
-        f"- documents: " + ", ".join(f"{k} {v}" for k, v in counts["documents"].items()),
+        "- documents: " + ", ".join(f"{k} {v}" for k, v in counts["documents"].items()),
     ]
     if dev_split:
         lines.append(f"- dev split: {dev_split['documents']} of {dev_split['of_documents']} source documents "

@@ -139,7 +139,7 @@ GRADE_FIELDS = ("doc_id", "rank", "label", "score", "expected", "probs", "bm25",
 
 def candidate_grades(row: dict[str, Any], evidence: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     """The judged candidates of one stored query with their grades (``GRADE_FIELDS``), best rank first. A
-    relabelled row (``syntra export --judge``) carries its judge's scores in ``row["scores"]`` by rank."""
+    relabelled row (``syntra export --relabel-with``) carries its judge's scores in ``row["scores"]`` by rank."""
     rescored = row.get("scores") or {}
     out = []
     for rank, doc_id, label in row["candidates"]:

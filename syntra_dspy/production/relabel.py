@@ -79,7 +79,7 @@ def load_relabeller(store: RunStore, artifact: str | Path) -> Relabeller:
     loaded = load_artifact(artifact)
     if judge_mode(loaded.program) != "graded":
         raise ConfigError("this artifact has no fitted graded judge to label a run's grades with", path=artifact,
-                          hint="give an artifact compiled or recalibrated with --judge graded")
+                          hint="give an artifact compiled or recalibrated with --judge-mode graded")
     meta = store.meta()
     run_grade = (meta.get("artifact", {}).get("prompts_sha256") or {}).get("grade")
     mine = render_prompts(loaded.program)["grade"]["system_prompt_sha256"]
@@ -91,5 +91,5 @@ def load_relabeller(store: RunStore, artifact: str | Path) -> Relabeller:
     judge = RelevanceJudge(loaded.program, mode="graded")
     if judge.needs_lexical and not store.scalar("SELECT count(*) FROM grades WHERE lexical IS NOT NULL"):
         raise ConfigError("this artifact's judge weighs each candidate's BM25 score, which the run did not store",
-                          path=artifact, hint="use a calibration without BM25 terms (--feature relative)")
+                          path=artifact, hint="use a calibration without BM25 terms (--judge-feature relative)")
     return Relabeller(judge, loaded.version, loaded.task)

@@ -19,6 +19,9 @@ LOSSES = ("mnrl", "cached-mnrl", "margin-mse", "distill-kl")
 #: The losses that learn from a teacher's scores (records exported with the judge's grades), not only labels.
 DISTILL_LOSSES = ("margin-mse", "distill-kl")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: The learning-rate schedules of transformers (``SchedulerType``) that need no extra arguments.
+LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                 "inverse_sqrt", "cosine_with_min_lr", "cosine_warmup_with_min_lr", "warmup_stable_decay")
 #: Where the transformers trainer can report the run (``report_to``): none, all that are installed, or one of the
 #: integrations transformers knows (tensorboard writes OUT/runs; the others need their own package and setup).
 REPORTERS = ("none", "all", "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte",
