@@ -111,7 +111,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from syntra_dspy.judging.candidates import JudgedCandidate
-    from syntra_dspy.judging.measure import JudgmentLog, measure_agreement, paired_kappa_difference, score_judge
+    from syntra_dspy.comparison.judge_agreement import measure_agreement
+    from syntra_dspy.judging.measure import JudgmentLog, paired_kappa_difference, score_judge
     from syntra_dspy.judging.calibration import fit_calibration
 
     report = measure_agreement([args.artifact], args.dataset, judges=["graded"], n_queries=args.queries,

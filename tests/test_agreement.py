@@ -8,7 +8,7 @@ import pytest
 
 from syntra_dspy.cli import main
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.judging.measure import measure_agreement
+from syntra_dspy.comparison.judge_agreement import measure_agreement
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 from helpers import MINI_TASK

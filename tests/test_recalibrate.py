@@ -11,9 +11,9 @@ from test_produce_support import mini_artifact
 
 from syntra_dspy.artifacts import load_artifact, render_prompts, save_artifact
 from syntra_dspy.cli import main
-from syntra_dspy.judging.measure import measure_agreement
+from syntra_dspy.comparison.judge_agreement import measure_agreement
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.judging.recalibrate import recalibrate_artifact
+from syntra_dspy.production.recalibrate import recalibrate_artifact
 from syntra_dspy.judging.calibration import JudgeCalibration, describe, fit_calibration
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
@@ -144,7 +144,7 @@ def test_a_written_judge_cannot_be_recalibrated(tmp_path_factory, tmp_path):
 
 
 def test_the_command_line_prints_the_new_version_and_its_judge(relative, tmp_path, capsys, monkeypatch):
-    import syntra_dspy.judging.recalibrate as recal
+    import syntra_dspy.production.recalibrate as recal
 
     art, index = relative
     real = recal.recalibrate_artifact

@@ -76,7 +76,7 @@ def config_from_args(args: argparse.Namespace) -> AgreementConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntra_dspy.judging.measure import measure_agreement
+    from syntra_dspy.comparison.judge_agreement import measure_agreement
 
     config = config_from_args(args)
     artifacts = [args.artifact, *([args.compare] if args.compare else [])]

@@ -147,7 +147,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _recalibrate(args: argparse.Namespace) -> int:
     from syntra_dspy.artifacts import load_artifact
-    from syntra_dspy.judging.recalibrate import recalibrate_artifact
+    from syntra_dspy.production.recalibrate import recalibrate_artifact
 
     if args.calibration_queries is not None and args.calibration_queries < 0:
         from syntra_dspy.errors import ConfigError

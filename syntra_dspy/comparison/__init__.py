@@ -1,4 +1,5 @@
-"""Compare optimizer strategies on one task: the paper's self-improvement vs human-calibration question.
+"""Compare optimizer strategies on one task: the paper's self-improvement vs human-calibration question; and
+compare artifacts' judges with people's judgments (``measure_agreement``, ``syntra agreement``).
 
 >>> from syntra_dspy.comparison import HeldoutOptions, compare_strategies
 >>> result = compare_strategies("task.yaml", strategies="none,self-improve,gepa",
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads 
     )
     from syntra_dspy.comparison.downstream import DownstreamOptions
     from syntra_dspy.comparison.heldout import HeldoutMaterial, HeldoutOptions, JudgedItem
+    from syntra_dspy.comparison.judge_agreement import measure_agreement
     from syntra_dspy.comparison.report import draw_chart, markdown, write_reports
     from syntra_dspy.comparison.scoring import HeldoutScorer
     from syntra_dspy.judging.agreement import (
@@ -53,6 +55,7 @@ __all__ = [
     "label_agreement",
     "load_judgements",
     "markdown",
+    "measure_agreement",
     "parse_strategies",
     "rank",
     "training_label_precision",
@@ -70,6 +73,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "HeldoutMaterial": "syntra_dspy.comparison.heldout",
     "HeldoutOptions": "syntra_dspy.comparison.heldout",
     "JudgedItem": "syntra_dspy.comparison.heldout",
+    "measure_agreement": "syntra_dspy.comparison.judge_agreement",
     "draw_chart": "syntra_dspy.comparison.report",
     "markdown": "syntra_dspy.comparison.report",
     "write_reports": "syntra_dspy.comparison.report",

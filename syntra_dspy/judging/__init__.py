@@ -6,9 +6,10 @@ score and cut points that map grades to positive / hard negative / easy negative
 ``judge`` is the one class every caller labels through (:class:`RelevanceJudge`, graded or written); ``agreement``
 holds the agreement statistics (accuracy, Cohen's kappa, paired bootstrap); ``labels`` reads what people judged
 (label files, qrels, judged datasets); ``candidates`` builds judged candidate sets and the lexical witness (BM25);
-``calibration_set`` builds and grades test mode's calibration set. Two commands sit on top: ``measure``
-(``syntra agreement``) and ``recalibrate`` (``syntra artifacts recalibrate``); they load artifacts, so they are
-imported by their module path, not from here.
+``calibration_set`` builds and grades test mode's calibration set; ``measure`` scores a judge on judged candidates.
+The two commands that open artifacts sit above production, whose loader they use:
+:mod:`syntra_dspy.comparison.judge_agreement` (``syntra agreement``) and :mod:`syntra_dspy.production.recalibrate`
+(``syntra artifacts recalibrate``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ with the artifact's own, unchanged grading prompt. The result is a new artifact
 version whose program differs from the original in the ``judge`` component only: every step's instruction and
 rendered prompt is the original's (checked before it is written), so grades logged for one are valid for the other
 (``syntra agreement ... --compare`` reuses them), and the manifest says what it was derived from.
+
+It lives in production, beside :mod:`~syntra_dspy.production.relabel` (which labels a run's stored grades with such
+an artifact's judge): the calibration set is built over the corpus and index production's loader opens, and graded
+with the generator as production resolves it. The judge's own parts (the calibration set, the fit) are in
+:mod:`syntra_dspy.judging`.
 """
 
 from __future__ import annotations
@@ -44,8 +49,6 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     it (the compile's seed, candidate depth and controls; its human label source and query count unless
     ``calibration_labels``/``calibration_queries`` are given).
     """
-    # Upward, on purpose: a recalibration reads an artifact and writes a derived one, grading with the artifact's
-    # generator as production resolves it (imported here, where the command runs).
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
     from syntra_dspy.lm.usage import UsageMeter
     from syntra_dspy.production.setup import resolve_generator
@@ -120,7 +123,7 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
     import dspy
 
     from syntra_dspy.lm.roles import prepare_lm
-    from syntra_dspy.production.config import ProduceConfig  # upward, as above: production's loader
+    from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs, resolve_generator
 
     settings, program = original.meta.optimizer, original.program
