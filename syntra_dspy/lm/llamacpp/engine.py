@@ -1,4 +1,4 @@
-"""The embedded backend's engine: a GGUF model (:mod:`~syntra_dspy.lm.llamacpp.models`) run in-process by llama.cpp.
+"""The embedded backend's engine: a GGUF model (:mod:`~syntra_dspy.models.registry`) run in-process by llama.cpp.
 
 It is the default LM so that everything works on a fresh machine with no server and no key. The engine plugs into
 DSPy 3.4's engine interface (``dspy.LM(..., engine=LlamaCppEngine(...))``), so DSPy keeps owning the cache,
@@ -20,8 +20,9 @@ from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.lm.llamacpp import engine_check
 from syntra_dspy.lm.llamacpp.grammar_sampling import grammar_checked
 from syntra_dspy.lm.llamacpp.lookup_drafts import DEFAULT_DRAFT_TOKENS, lookup_drafts
-from syntra_dspy.lm.llamacpp.models import DEFAULT_EMBEDDED_MODEL, ensure_gguf, get_embedded_model
 from syntra_dspy.lm.llamacpp.prompt_states import DEFAULT_CAPACITY_BYTES, PromptStateCache, stateful
+from syntra_dspy.models.install import ensure_gguf
+from syntra_dspy.models.registry import DEFAULT_EMBEDDED_MODEL, EmbeddedModel, get_embedded_model
 
 logger = logging.getLogger(__name__)
 

@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child)
-    from syntra_dspy.lm.llamacpp.models import ensure_gguf
+    from syntra_dspy.models.install import ensure_gguf
 
     model = args.model or None
     path = Path(model).expanduser() if model and (model.endswith(".gguf") or os.sep in model) else ensure_gguf(model)
