@@ -4,7 +4,9 @@
   turned into E, then the program's fitted :class:`JudgeCalibration` (or, for an artifact compiled before graded
   judging, the uncalibrated nearest-label rule) maps E, and the retriever's cosine when the calibration fuses
   them, to positive / hard negative / easy negative. A backend that returns no probabilities (or refuses to be
-  asked for them) is judged by its written digit instead; :attr:`RelevanceJudge.fallback` says why.
+  asked for them) is judged by its written digit instead; :attr:`RelevanceJudge.fallback` says why. With a
+  :class:`~syntra_dspy.judging.cascade.JudgeCascade`, a candidate whose class no grade could change is not asked
+  (:meth:`RelevanceJudge.skips`): its judgment carries the :class:`~syntra_dspy.judging.cascade.Skip` instead.
 * ``written``: the annotate step labels candidates in chunks with a JSON answer (the judge before graded judging).
 
 Compile trials, calibration, comparison, agreement and production all label through this class.
@@ -13,9 +15,9 @@ Compile trials, calibration, comparison, agreement and production all label thro
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syntra_dspy.errors import LMOutputError
 from syntra_dspy.judging.calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
@@ -23,6 +25,9 @@ from syntra_dspy.judging.calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCal
 from syntra_dspy.judging.grading import Grade, LogprobFallback
 from syntra_dspy.judging.settings import JUDGE_MODES, JudgeMode, parse_judge_modes  # noqa: F401
 from syntra_dspy.signatures.types import label_class
+
+if TYPE_CHECKING:
+    from syntra_dspy.judging.cascade import JudgeCascade, Skip
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +60,7 @@ class Judgment:
     label: int
     grade: Grade | None = None
     score: float | None = None  # the calibrated score (E or fused) the label was cut from
+    skipped: Skip | None = None  # not graded: the cascade's reason (then no grade and no score)
 
     @property
     def klass(self) -> str:
@@ -62,13 +68,15 @@ class Judgment:
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "class": self.klass, "score": self.score,
-                **({"grade": self.grade.to_dict()} if self.grade is not None else {})}
+                **({"grade": self.grade.to_dict()} if self.grade is not None else {}),
+                **({"skipped": self.skipped.reason} if self.skipped is not None else {})}
 
 
 class RelevanceJudge:
     """Labels candidates with one program's judge; thread-safe (production calls it from several workers)."""
 
-    def __init__(self, program: Any, *, mode: JudgeMode | None = None, chunk_size: int = 1) -> None:
+    def __init__(self, program: Any, *, mode: JudgeMode | None = None, chunk_size: int = 1,
+                 cascade: JudgeCascade | None = None) -> None:
         calibration: JudgeCalibration | None = program.state.judge
         self.program = program
         self.mode: JudgeMode = mode or judge_mode(program)
@@ -76,6 +84,9 @@ class RelevanceJudge:
             raise ValueError(f"unknown judge mode {self.mode!r}; use one of {', '.join(JUDGE_MODES)}")
         self.calibration = calibration or UNCALIBRATED
         self.calibrated = calibration is not None
+        if cascade is not None and (self.mode != "graded" or not self.calibrated):
+            raise ValueError("a judge cascade needs a graded judge with a fitted calibration")
+        self.cascade = cascade
         self.chunk_size = 1 if self.mode == "graded" else chunk_size
         self._logprobs = LogprobFallback("graded judge: %s; judging by the written label digit instead", logger)
 
@@ -100,6 +111,8 @@ class RelevanceJudge:
         if self.mode == "graded":
             info["calibrated"] = self.calibrated
             info["calibration"] = self.calibration.description()
+            if self.cascade is not None:
+                info["cascade"] = self.cascade.describe()
         else:
             info["chunk_size"] = self.chunk_size
         if self.fallback:
@@ -141,21 +154,36 @@ class RelevanceJudge:
 
     def settle(self, candidates: Sequence[Candidate], judgments: Sequence[Judgment | None]) -> list[Judgment | None]:
         """The final judgments of one query's candidates once all are graded: a relative calibration classifies
-        each against the other listed candidates; any other judge's judgments are already final."""
+        each against the other listed candidates (a candidate the cascade skipped counts there with the cascade's
+        stand-in E, and keeps its class); any other judge's judgments are already final."""
         if self.mode != "graded" or not self.calibration.needs_list:
             return list(judgments)
         lexical = self.calibration.needs_lexical
-        graded = [i for i, j in enumerate(judgments) if j is not None and j.grade is not None
-                  and j.grade.expected is not None and candidates[i].cosine is not None
-                  and (not lexical or candidates[i].lexical is not None)]
-        contexts = list_contexts([judgments[i].grade.expected for i in graded],  # type: ignore[union-attr,misc]
-                                 [candidates[i].cosine for i in graded],  # type: ignore[misc]
-                                 [candidates[i].listed for i in graded],
-                                 [candidates[i].lexical for i in graded])
+        members = [i for i, j in enumerate(judgments) if j is not None
+                   and (j.skipped is not None or (j.grade is not None and j.grade.expected is not None))
+                   and candidates[i].cosine is not None and (not lexical or candidates[i].lexical is not None)]
+        impute = self.cascade.impute if self.cascade is not None else 0.0
+        expected = [impute if judgments[i].skipped is not None else judgments[i].grade.expected  # type: ignore
+                    for i in members]
+        contexts = list_contexts(expected, [candidates[i].cosine for i in members],  # type: ignore[misc]
+                                 [candidates[i].listed for i in members],
+                                 [candidates[i].lexical for i in members])
         out = list(judgments)
-        for i, context in zip(graded, contexts):
-            out[i] = self._calibrated(judgments[i].grade, candidates[i], context)  # type: ignore[union-attr,arg-type]
+        for i, context in zip(members, contexts):
+            if judgments[i].skipped is None:  # type: ignore[union-attr]
+                out[i] = self._calibrated(judgments[i].grade, candidates[i], context)  # type: ignore[union-attr,arg-type]
         return out
+
+    def skips(self, candidates: Sequence[Candidate], keep: Collection[int] = ()) -> dict[int, Judgment]:
+        """The judgments of the candidates of one query (by position) that the cascade leaves ungraded, because no
+        grade could change their class; ``keep``: positions always graded (e.g. the query's source document). Empty
+        without a cascade."""
+        if self.cascade is None:
+            return {}
+        found = self.cascade.skips(self.calibration, [c.cosine for c in candidates],
+                                   listed=[c.listed for c in candidates], lexical=[c.lexical for c in candidates],
+                                   keep=keep)
+        return {i: Judgment(CLASS_LABEL[skip.klass], skipped=skip) for i, skip in found.items()}
 
     def _grade(self, query: str, text: str) -> Grade:
         return self._logprobs.ask(lambda logprobs: self.program.grade_candidate(query, text, logprobs=logprobs))
@@ -165,10 +193,15 @@ class RelevanceJudge:
         """``[start, stop)`` of each call's share of ``n`` candidates (one per call when graded)."""
         return [(start, min(n, start + self.chunk_size)) for start in range(0, n, self.chunk_size)]
 
-    def judge_all(self, query: str, candidates: Sequence[Candidate]) -> list[Judgment | None]:
-        """Every candidate of a query, chunk by chunk; a chunk whose answer stays unusable gives ``None``s."""
-        out: list[Judgment | None] = [None] * len(candidates)
+    def judge_all(self, query: str, candidates: Sequence[Candidate], keep: Collection[int] = ()
+                  ) -> list[Judgment | None]:
+        """Every candidate of a query, chunk by chunk, except those the cascade skips (``keep``: positions graded
+        regardless); a chunk whose answer stays unusable gives ``None``s."""
+        skipped = self.skips(candidates, keep)
+        out: list[Judgment | None] = [skipped.get(i) for i in range(len(candidates))]
         for start, stop in self.chunks(len(candidates)):
+            if all(i in skipped for i in range(start, stop)):
+                continue
             chunk = candidates[start:stop]
             try:
                 out[start:start + len(chunk)] = self.judge(query, chunk)

@@ -445,6 +445,7 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
             "translations": len(run.translations()),
             "export_options": options.to_dict(),
             "usage": run.usage(),
+            "judge_calls": run.judge_skips(),
             "backend": run.backend(),
             "sessions": sessions,
             "provenance": provenance(run, sessions),
@@ -609,6 +610,9 @@ def format_stats(stats: dict[str, Any]) -> str:
     if judge.get("fallback"):
         judge_text += f"; fallback: {judge['fallback']}"
     lines.append(f"judge      {judge_text}")
+    calls = stats.get("judge_calls") or {}
+    if calls.get("skipped") or judge.get("cascade"):
+        lines.append(_cascade_line(calls, judge.get("cascade") or {}))
     retrieval = (stats.get("settings") or {}).get("candidates") or {"source": "dense"}
     if retrieval["source"] == "bm25-translated":
         translated = (f"; {stats.get('translations', 0)} of {stats['queries']} queries translated"
@@ -659,6 +663,20 @@ def format_stats(stats: dict[str, Any]) -> str:
         lines.extend(format_signal(t, encoder=t["encoder"], config=TrainConfig(
             temperature=t["temperature"], teacher_scale=t["teacher_scale"])))
     return "\n".join(lines)
+
+
+def _cascade_line(calls: dict[str, Any], cascade: dict[str, Any]) -> str:
+    """How many grading calls the judge's cascade skipped (one per candidate labelled without a grade), by rule."""
+    skipped, graded = calls.get("skipped", 0), calls.get("graded", 0)
+    rules = "; ".join(f"{rule}: " + ", ".join(f"{k} {v}" for k, v in by.items())
+                      for rule, by in (calls.get("by_rule") or {}).items())
+    now = cascade.get("mode")
+    if now == "margin":
+        now += (f" (coverage {cascade.get('coverage')}, learned from {cascade.get('lists')} lists of the "
+                f"{cascade.get('learned_from')})")
+    share = f" ({100 * skipped / (skipped + graded):.0f}%)" if skipped + graded else ""
+    return (f"cascade    {skipped} of {skipped + graded} grading calls skipped{share}"
+            + (f" ({rules})" if rules else "") + (f"; last session's rule: {now}" if now else ""))
 
 
 def _code_line(made_by: dict[str, Any], shown: int = 4) -> str:

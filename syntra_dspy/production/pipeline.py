@@ -299,15 +299,20 @@ class DocumentPipeline:
 
     def _annotate(self, result: DocumentResult) -> None:
         """Label every candidate of every query, in the judge's chunks with local ids; chunks run concurrently, and
-        a chunk that fails is recorded as a failure (``RelevanceJudge.judge_all`` is the sequential form)."""
+        a chunk that fails is recorded as a failure (``RelevanceJudge.judge_all`` is the sequential form). A
+        candidate the judge's cascade skips is not asked (the query's own document always is)."""
         jobs: list[tuple[QueryResult, int, int, Future]] = []
         judged: dict[str, list[Judgment | None]] = {}
         asked: dict[str, list[JudgeCandidate]] = {}
         for q in result.queries:
             asked[q.query_id] = [JudgeCandidate(result.texts[c.doc_id], c.score, lexical=c.lexical)
                                  for c in q.candidates]
-            judged[q.query_id] = [None] * len(q.candidates)
+            source = [i for i, c in enumerate(q.candidates) if c.doc_id == result.doc_id]
+            skipped = self.judge.skips(asked[q.query_id], keep=source)
+            judged[q.query_id] = [skipped.get(i) for i in range(len(q.candidates))]
             for start, stop in self.judge.chunks(len(q.candidates)):
+                if all(i in skipped for i in range(start, stop)):
+                    continue
                 chunk = asked[q.query_id][start:stop]
                 jobs.append((q, start, stop, submit_in_context(self.chunk_pool, self._label, q.text, chunk)))
         fatal: BaseException | None = None
@@ -331,6 +336,7 @@ class DocumentPipeline:
             for cand, judgment in zip(q.candidates, self.judge.settle(asked[q.query_id], judged[q.query_id])):
                 if judgment is not None:
                     cand.label, cand.grade, cand.judge_score = judgment.label, judgment.grade, judgment.score
+                    cand.skipped = judgment.skipped
 
     def _label(self, query: str, chunk: Sequence[JudgeCandidate]) -> list[Judgment]:
         with self.slots:

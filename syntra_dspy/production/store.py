@@ -74,7 +74,10 @@ CREATE INDEX documents_status ON documents (status, position);
 #: readers check that they exist. ``grades``: the graded judgment behind a label (p(0..3), E, the written digit,
 #: the calibrated score); ``query_ranks``: where the source document ranks for its query under BM25;
 #: ``query_translations``: each query in the documents' language, when candidates came from BM25 over it;
-#: ``schema_forms`` and ``endpoint_usage``: how the served generator was reached (see the module docstring).
+#: ``schema_forms`` and ``endpoint_usage``: how the served generator was reached (see the module docstring);
+#: ``judge_skips``: the candidates the judge's cascade labelled without grading them (the rule, the class and the
+#: range the score could take; the candidate's BM25 score, which ``grades`` keeps for the graded ones). A labelled
+#: candidate with neither a ``grades`` nor a ``judge_skips`` row was labelled by the written judge.
 #: Columns added the same way (:data:`_ADDED_COLUMNS`): ``usage.cached_prompt_tokens``, ``grades.lexical`` (the
 #: candidate's BM25 score, for a hybrid judge) and ``queries.restated_from`` (the question a query restates).
 _ADDED = """
@@ -91,6 +94,9 @@ CREATE TABLE IF NOT EXISTS endpoint_usage (
     failures INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0, cached_prompt_tokens INTEGER NOT NULL DEFAULT 0,
     seconds REAL NOT NULL DEFAULT 0, healthy INTEGER, last_error TEXT, PRIMARY KEY (session_id, role, endpoint));
+CREATE TABLE IF NOT EXISTS judge_skips (
+    query_id TEXT NOT NULL, rank INTEGER NOT NULL, rule TEXT NOT NULL, class TEXT NOT NULL, low REAL NOT NULL,
+    high REAL NOT NULL, lexical REAL, PRIMARY KEY (query_id, rank));
 """
 _ADDED_COLUMNS = (("usage", "cached_prompt_tokens", "INTEGER NOT NULL DEFAULT 0"), ("grades", "lexical", "REAL"),
                   ("queries", "restated_from", "TEXT"))
@@ -287,7 +293,7 @@ class RunStore:
                 if not set(result.kept) <= found:
                     raise StoreError(f"document {result.doc_id!r}: the retry keeps queries at positions "
                                      f"{sorted(set(result.kept) - found)} that the store does not hold", path=self.path)
-                for table in ("candidates", "grades", "query_ranks", "query_translations"):
+                for table in ("candidates", "grades", "judge_skips", "query_ranks", "query_translations"):
                     c.execute(f"DELETE FROM {table} WHERE query_id IN (SELECT query_id FROM queries WHERE {replaced})",
                               (result.doc_id,))
                 c.execute(f"DELETE FROM queries WHERE {replaced}", (result.doc_id,))
@@ -317,6 +323,11 @@ class RunStore:
                       for q in result.queries for cand in q.candidates if cand.grade is not None]
             c.executemany("INSERT INTO grades (query_id, rank, p0, p1, p2, p3, expected, written, mass, "
                           "judge_score, lexical) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", graded)
+            c.executemany("INSERT INTO judge_skips (query_id, rank, rule, class, low, high, lexical) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          [(q.query_id, cand.rank, cand.skipped.rule, cand.skipped.klass, cand.skipped.low,
+                            cand.skipped.high, cand.lexical)
+                           for q in result.queries for cand in q.candidates if cand.skipped is not None])
             c.executemany("INSERT INTO query_ranks (query_id, bm25_source_rank) VALUES (?, ?)",
                           [(q.query_id, q.bm25_source_rank) for q in result.queries])
             c.executemany("INSERT INTO query_translations (query_id, text) VALUES (?, ?)",
@@ -478,6 +489,9 @@ class RunStore:
         graded = self.has_table("grades")
         lexical = "g.lexical" if graded and self.has_column("grades", "lexical") else "NULL"
         join = "LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank" if graded else ""
+        if self.has_table("judge_skips"):  # a skipped candidate's BM25 score is kept with the skip
+            lexical = f"coalesce({lexical}, s.lexical)"
+            join += " LEFT JOIN judge_skips s ON s.query_id = c.query_id AND s.rank = c.rank"
         grade_cols = ("g.p0, g.p1, g.p2, g.p3, g.expected, g.judge_score" if graded
                       else "NULL, NULL, NULL, NULL, NULL, NULL")
         out: dict[str, dict[int, dict[str, Any]]] = {}
@@ -492,6 +506,37 @@ class RunStore:
                     "score": score, "expected": expected,
                     "probs": None if p0 is None else [p0, p1, p2, p3], "bm25": bm25, "cosine": cosine}
         return out
+
+    def graded_lists(self) -> list[list[tuple[float, float, float | None]]]:
+        """``(E, cosine, BM25 score)`` of every candidate of each query whose candidates were all graded, in plan
+        order: what a judge cascade's margin can be learned from without reference labels."""
+        if not self.has_table("grades"):
+            return []
+        lexical = "g.lexical" if self.has_column("grades", "lexical") else "NULL"
+        rows = self._conn.execute(
+            f"SELECT c.query_id, g.expected, c.score, {lexical} FROM candidates c JOIN queries q USING (query_id) "
+            "JOIN documents d ON d.doc_id = q.doc_id LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank "
+            "ORDER BY d.position, q.position, c.rank")
+        lists: dict[str, list[tuple[float, float, float | None]] | None] = {}
+        for qid, expected, cosine, bm25 in rows:
+            found = lists.setdefault(qid, [])
+            if expected is None or found is None:
+                lists[qid] = None  # not every candidate graded: not a whole list
+            else:
+                found.append((expected, cosine, bm25))
+        return [group for group in lists.values() if group]
+
+    def judge_skips(self) -> dict[str, Any]:
+        """How many labelled candidates the judge's cascade skipped, by rule and class, next to those graded
+        (zeros for a store written before the cascade existed)."""
+        graded = self.scalar("SELECT count(*) FROM grades") if self.has_table("grades") else 0
+        skipped: dict[str, dict[str, int]] = {}
+        if self.has_table("judge_skips"):
+            for rule, klass, n in self.rows("SELECT rule, class, count(*) FROM judge_skips GROUP BY rule, class "
+                                            "ORDER BY rule, class"):
+                skipped.setdefault(rule, {})[klass] = n
+        return {"graded": graded, "skipped": sum(n for by in skipped.values() for n in by.values()),
+                "by_rule": skipped}
 
     def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -43,6 +43,7 @@ class Candidate:
     grade: Any = None  # the graded judgment behind the label (syntra_dspy.judging.grading.Grade), if graded
     judge_score: float | None = None  # the calibrated score the label was cut from (graded judge)
     lexical: float | None = None  # BM25 score for the query (the hybrid judge's lexical witness), when computed
+    skipped: Any = None  # why the judge's cascade labelled it without grading it (syntra_dspy.judging.cascade.Skip)
 
 
 @dataclass
