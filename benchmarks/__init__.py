@@ -1,6 +1,7 @@
 """The maintained benchmarks: each measures something a release should keep true and writes to
 ``benchmarks/results/<name>/``; ``make bench-<name>`` runs it (``make benchmarks`` lists them). Shared helpers are
-in :mod:`benchmarks.common`.
+in :mod:`benchmarks.common`; the downstream experiment (train, score beside the base encoder, paired comparisons)
+is the product's :mod:`syntra_dspy.comparison.downstream`, the one ``syntra compare --downstream`` runs.
 
 * ``baseline_table``: BM25, the base encoder and trained encoders on a BEIR split, with bootstrap CIs.
 * ``compare_scifact``: the strategies (none, self-improve, a recorded human session) on SciFact.

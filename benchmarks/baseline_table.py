@@ -13,19 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-import numpy as np
-
-from syntra_dspy.evaluation import evaluate_model, load_dataset, paired_comparison
-
-
-def bootstrap_mean_ci(values: list[float], *, n: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, len(arr), size=(n, len(arr)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+from syntra_dspy.comparison.downstream import paired_comparisons, score_systems
+from syntra_dspy.evaluation import bootstrap_ci, load_dataset
 
 
 def main() -> None:
@@ -41,17 +32,14 @@ def main() -> None:
     dataset = load_dataset(args.dataset)
     systems = [("BM25", "bm25"), (f"{args.base} (base)", args.base)]
     systems += [tuple(spec.split("=", 1)) for spec in args.trained]
-    results, seconds = {}, {}
-    for name, model in systems:
-        start = time.perf_counter()
-        results[name] = evaluate_model(model, dataset, exclude=args.exclude_queries, show_progress=True,
-                                       index_root=".syntra/index")
-        seconds[name] = time.perf_counter() - start
-        print(f"{name}: {results[name].aggregate} ({seconds[name]:.0f} s)", flush=True)
+    results, seconds = score_systems(systems, dataset, exclude=args.exclude_queries, show_progress=True,
+                                     index_root=".syntra/index",
+                                     each=lambda name, r, s: print(f"{name}: {r.aggregate} ({s:.0f} s)", flush=True))
 
     m = args.measure
     base_name = systems[1][0]
-    base_scores = {q: s[m] for q, s in results[base_name].per_query.items()}
+    others = [name for name, _ in systems if name != base_name]
+    against_base = dict(zip(others, paired_comparisons(results, m, [(base_name, name) for name in others])))
     lines = [f"# Baseline table: {dataset.name}", "",
              f"{next(iter(results.values())).n_queries} queries (few-shot queries excluded: "
              f"{args.exclude_queries or 'none'}). 95% bootstrap CIs over queries (10,000 resamples).", "",
@@ -60,12 +48,11 @@ def main() -> None:
     rows = []
     for name, _ in systems:
         r = results[name]
-        per = [s[m] for s in r.per_query.values()]
-        lo, hi = bootstrap_mean_ci(per)
-        if name == base_name:
+        lo, hi = bootstrap_ci([s[m] for s in r.per_query.values()])
+        if name not in against_base:
             delta, p = "—", "—"
         else:
-            cmp = paired_comparison(base_scores, {q: s[m] for q, s in r.per_query.items()}, measure=m)
+            cmp = against_base[name]
             delta, p = f"{cmp.diff:+.4f} [{cmp.ci_low:+.4f}, {cmp.ci_high:+.4f}]", f"{cmp.p_value:.3g}"
         lines.append(f"| {name} | {r.aggregate[m]:.4f} [{lo:.4f}, {hi:.4f}] | {r.aggregate['nDCG@20']:.4f} | "
                      f"{r.aggregate['R@100']:.4f} | {delta} | {p} | {seconds[name]:.0f} |")

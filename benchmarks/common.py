@@ -1,6 +1,7 @@
-"""What the maintained benchmarks share: the repository's paths, the offline environment, bootstrap intervals,
-JSONL records, the SciFact claim pools and training sets of the downstream harness, and the loopback server the
-production benchmarks talk to.
+"""What the maintained benchmarks share: the repository's paths, the offline environment, JSONL records, the
+SciFact claim pools and training sets of the downstream benchmarks, and the loopback server the production
+benchmarks talk to. The downstream harness itself (train, score, compare) is the product's
+(:mod:`syntra_dspy.comparison.downstream`), as ``syntra compare --downstream`` runs it.
 
 A benchmark imports it as ``benchmarks.common`` when run as a module (``python -m benchmarks.NAME``, what the
 Makefile's ``make bench-NAME`` does) and as ``common`` when run as a file (``python benchmarks/NAME.py``, whose
@@ -14,8 +15,6 @@ import os
 import random
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from syntra_dspy.evaluation.exclude import normalize_query
 from syntra_dspy.evaluation.retrieve import load_retriever
@@ -50,15 +49,9 @@ def offline_environment() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-# -- the downstream harness: claim pools and training sets (downstream_scifact.py, teaching_signal.py) -----------
+# -- the SciFact downstream benchmarks' claim pools and training sets (downstream_scifact.py, teaching_signal.py);
+# the harness that trains, scores and compares is the product's, syntra_dspy.comparison.downstream -------------
 INDEX_ROOT = ".syntra/index"
-
-
-def bootstrap_mean_ci(values: list[float], *, n: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, len(arr), size=(n, len(arr)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def parse_value(text: str) -> Any:

@@ -31,24 +31,24 @@ claims). Trained models are kept under ``--work`` and reused when their records 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from syntra_dspy.artifacts import load_artifact
-from syntra_dspy.evaluation import evaluate_model, load_dataset, paired_comparison
+from syntra_dspy.comparison.downstream import score_systems, systems_table, train_once
+from syntra_dspy.evaluation import load_dataset
 from syntra_dspy.production.export import export_records
 from syntra_dspy.production.records import retrieval_instruction
-from syntra_dspy.training import TrainConfig, train_embedding_model
+from syntra_dspy.training import TrainConfig
 
 try:  # python -m benchmarks.downstream_scifact (make bench-downstream-scifact)
-    from benchmarks.common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,
-                                   human_records, parse_value, source_only_records, write_jsonl)
+    from benchmarks.common import (INDEX_ROOT, candidate_depth, claim_pool, excluded_claims, human_records,
+                                   parse_value, source_only_records, write_jsonl)
 except ModuleNotFoundError:  # python benchmarks/downstream_scifact.py: this folder is first on the path
-    from common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,  # type: ignore
-                        human_records, parse_value, source_only_records, write_jsonl)
+    from common import (INDEX_ROOT, candidate_depth, claim_pool, excluded_claims, human_records,  # type: ignore
+                        parse_value, source_only_records, write_jsonl)
+
 
 def parse_variants(specs: list[str]) -> dict[str, dict[str, Any]]:
     """``NAME:KEY=VALUE`` (repeatable) -> {NAME: {KEY: VALUE}}: settings a variant system overrides."""
@@ -62,49 +62,8 @@ def parse_variants(specs: list[str]) -> dict[str, dict[str, Any]]:
     return variants
 
 
-def train(name: str, records: Path, work: Path, config: TrainConfig) -> tuple[Path, dict[str, Any]]:
-    """Train (or reuse) one LoRA model; the folder is keyed by the records' bytes and the settings."""
-    key = hashlib.sha256(records.read_bytes() + json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-    out = work / "models" / f"{name}-{key}"
-    report = out / "training.json"
-    if report.is_file() and (out / "merged").is_dir():
-        print(f"{name}: reusing {out}", flush=True)
-        return out / "merged", json.loads(report.read_text(encoding="utf-8"))
-    result = train_embedding_model(records, base="all-MiniLM-L6-v2", out=out, config=config, overwrite=True,
-                                   progress=False)
-    print(f"{name}: trained in {result.seconds:.0f} s, {result.steps} steps, final loss {result.final_loss}",
-          flush=True)
-    return out / "merged", json.loads(report.read_text(encoding="utf-8"))
-
-
-def score(systems: list[tuple[str, str]], dataset: Any, exclude: set[str], measure: str
-          ) -> tuple[dict[str, Any], dict[str, float]]:
-    results, seconds = {}, {}
-    for name, model in systems:
-        start = time.perf_counter()
-        results[name] = evaluate_model(model, dataset, exclude=exclude, index_root=INDEX_ROOT)
-        seconds[name] = time.perf_counter() - start
-        print(f"{name}: {measure} {results[name].aggregate[measure]:.4f} on {results[name].n_queries} claims "
-              f"({seconds[name]:.0f} s)", flush=True)
-    return results, seconds
-
-
-def table(results: dict[str, Any], measure: str, pairs: list[tuple[str, str]]) -> tuple[list[str], list[dict]]:
-    lines = [f"| system | {measure} [95% CI] | nDCG@20 | R@100 |", "|---|---|---|---|"]
-    for name, r in results.items():
-        lo, hi = bootstrap_mean_ci([s[measure] for s in r.per_query.values()])
-        lines.append(f"| {name} | {r.aggregate[measure]:.4f} [{lo:.4f}, {hi:.4f}] | {r.aggregate['nDCG@20']:.4f} | "
-                     f"{r.aggregate['R@100']:.4f} |")
-    lines += ["", f"| paired (over claims) | Δ{measure} (b - a) | 95% CI | p (paired t) | wins/losses/ties |",
-              "|---|---|---|---|---|"]
-    rows = []
-    for a, b in pairs:
-        cmp = paired_comparison({q: s[measure] for q, s in results[a].per_query.items()},
-                                {q: s[measure] for q, s in results[b].per_query.items()}, measure=measure)
-        lines.append(f"| {b} vs {a} | {cmp.diff:+.4f} | [{cmp.ci_low:+.4f}, {cmp.ci_high:+.4f}] | {cmp.p_value:.3g} | "
-                     f"{cmp.wins}/{cmp.losses}/{cmp.ties} |")
-        rows.append({"a": a, "b": b, **cmp.to_dict()})
-    return lines, rows
+def say(line: str) -> None:
+    print(line, flush=True)
 
 
 def main() -> None:
@@ -202,7 +161,8 @@ def main() -> None:
         base_name = name.split(":", 1)[0]
         if base_name not in records:
             continue
-        model, report = train(name.replace(":", "-"), records[base_name], work, configs.get(name, config))
+        model, report = train_once(name.replace(":", "-"), records[base_name], work, configs.get(name, config),
+                                   say=say)
         systems.append((f"LoRA {name}", str(model)))
         training[name] = {"records": sum(1 for _ in records[base_name].open(encoding="utf-8")), "model": str(model),
                           "steps": report.get("steps"), "seconds": report.get("seconds"),
@@ -252,10 +212,15 @@ def main() -> None:
                                "export": summary.to_dict(), "config": config.to_dict(), "seed": args.seed,
                                "excluded": excluded_counts, "human_claims": human_ids, "dev_claims": dev_ids,
                                "training": training, "splits": {}}
+
+    def scored(name: str, result: Any, seconds: float) -> None:
+        say(f"{name}: {args.measure} {result.aggregate[args.measure]:.4f} on {result.n_queries} claims "
+            f"({seconds:.0f} s)")
+
     for split, exclude in splits.items():
-        results, seconds = score(systems, dataset, exclude, args.measure)
+        results, seconds = score_systems(systems, dataset, exclude=exclude, index_root=INDEX_ROOT, each=scored)
         n = next(iter(results.values())).n_queries
-        split_lines, comparisons = table(results, args.measure, pairs)
+        split_lines, comparisons = systems_table(results, args.measure, pairs, over="claims")
         lines += [f"## {split} split: {n} claims", "", *split_lines, ""]
         payload["splits"][split] = {"claims": n, "seconds": seconds, "comparisons": comparisons,
                                     "aggregate": {k: r.aggregate for k, r in results.items()},

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from syntra_dspy.artifacts import load_artifact
-from syntra_dspy.evaluation import load_dataset
+from syntra_dspy.evaluation import bootstrap_ci, load_dataset
 from syntra_dspy.production.export import export_records
 from syntra_dspy.retrieval.encoder import load_encoder
 from syntra_dspy.retrieval.index import CorpusIndex
@@ -48,11 +48,11 @@ from syntra_dspy.training.signal import score_records, summarise
 
 # The downstream harness's helpers: the same sets as downstream_scifact.py, built the same way.
 try:  # python -m benchmarks.teaching_signal (make bench-teaching-signal)
-    from benchmarks.common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,
-                                   human_records, source_only_records)
+    from benchmarks.common import (INDEX_ROOT, candidate_depth, claim_pool, excluded_claims, human_records,
+                                   source_only_records)
 except ModuleNotFoundError:  # python benchmarks/teaching_signal.py: this folder is first on the path
-    from common import (INDEX_ROOT, bootstrap_mean_ci, candidate_depth, claim_pool, excluded_claims,  # type: ignore
-                        human_records, source_only_records)
+    from common import (INDEX_ROOT, candidate_depth, claim_pool, excluded_claims, human_records,  # type: ignore
+                        source_only_records)
 
 BASE = "all-MiniLM-L6-v2"
 
@@ -95,7 +95,7 @@ def by_density(rows: list[dict[str, Any]], scored: list[dict[str, Any]], index: 
 
 def summarize(scored: list[dict[str, Any]]) -> dict[str, Any]:
     losses = [s["loss"] for s in scored]
-    lo, hi = bootstrap_mean_ci(losses)
+    lo, hi = bootstrap_ci(losses)
     return {**summarise(scored), "loss_ci": [lo, hi],
             "share_loss_below_0.1": float(np.mean([x < 0.1 for x in losses])),
             "corpus_rank1": float(np.mean([s["corpus_rank1"] for s in scored]))}
