@@ -111,7 +111,7 @@ def test_a_margin_is_the_central_share_of_the_grades_part_and_needs_enough_lists
     wider = JudgeCascade.margin(HYBRID, lists, coverage=1.0, learned_from="test")
     assert wider.score_range == (parts[0], parts[-1])
     with pytest.raises(ValueError, match=f"at least {MIN_MARGIN_LISTS}"):
-        JudgeCascade.margin(HYBRID, lists[:3], coverage=0.9, learned_from="test")
+        JudgeCascade.margin(HYBRID, lists[:MIN_MARGIN_LISTS - 1], coverage=0.9, learned_from="test")
     # a per-candidate score's margin is never wider than what E in [0, 3] allows
     fused = JudgeCascade.margin(FUSED, lists, coverage=1.0, learned_from="test")
     assert -1.0 <= fused.score_range[0] <= fused.score_range[1] <= 2.0

@@ -3,13 +3,20 @@ the export and ``--stats`` say so, and the lossless cascade leaves every label o
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
+import pytest
+
+from syntra_dspy.cli import build_parser
+from syntra_dspy.cli.produce_cmd import config_from_args
+from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.cascade import Skip
 from syntra_dspy.judging.grading import Grade
-from syntra_dspy.production import compute_stats, export_records, format_stats
+from syntra_dspy.production import compute_stats, export_records, format_stats, produce
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.production.units import Candidate, DocumentResult, QueryResult
+from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 
 def _result(doc_id: str = "d1") -> DocumentResult:
@@ -56,3 +63,92 @@ def test_a_retry_replaces_the_skips_of_the_queries_it_redoes(tmp_path):
         run.commit(partial, session)
         run.commit(_result(), session)  # the retry writes the query again: one skip, not two
         assert run.judge_skips()["skipped"] == 1
+
+
+# -- a scripted run, with and without the lossless cascade ----------------------------------------------------------
+def _wide_grade_artifact(tmp_path_factory):
+    """The mini task's graded artifact with a fused calibration under which the cosine can outweigh any grade (E
+    spread widely on its calibration set, the cosine narrowly), saved as a new version: a lossless cascade then
+    skips the candidates far from the calibration set's cosines."""
+    from test_produce_support import mini_artifact
+
+    from syntra_dspy.artifacts import load_artifact, save_artifact
+    from syntra_dspy.judging.calibration import JudgeCalibration
+
+    path, index = mini_artifact(tmp_path_factory, judge="graded", feature="fused")
+    loaded = load_artifact(path)
+    judge = JudgeCalibration(feature="fused", positive_threshold=3.0, hard_threshold=-2.0, expected_mean=1.0,
+                             expected_std=1.0, cosine_mean=0.2, cosine_std=0.04)
+    manifest = {k: v for k, v in loaded.manifest.items()
+                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
+    root = tmp_path_factory.mktemp("wide-grade")
+    return save_artifact(loaded.program.with_components(judge=judge), manifest, root), index
+
+
+def _export(store, out):
+    export_records(store, out)
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_lossless_cascade_changes_no_label_of_a_scripted_run(tmp_path_factory, minilm, tmp_path):
+    art, index = _wide_grade_artifact(tmp_path_factory)
+    runs = {}
+    for mode in ("off", "lossless"):
+        brain = SyntraBrain()
+        store = tmp_path / f"{mode}.db"
+        produce(art, store, generator=scripted_lm(brain), index_dir=index, encoder=minilm, progress=False, docs=3,
+                queries_per_doc=2, top_k=5, concurrency=2, judge_cascade=mode)
+        runs[mode] = (store, brain.calls.get("grade", 0))
+    (off, off_calls), (on, on_calls) = runs["off"], runs["lossless"]
+    labels = "SELECT query_id, rank, doc_id, label FROM candidates ORDER BY query_id, rank"
+    with sqlite3.connect(off) as a, sqlite3.connect(on) as b:
+        assert a.execute(labels).fetchall() == b.execute(labels).fetchall()
+        skipped = set(b.execute("SELECT query_id, rank FROM judge_skips").fetchall())
+        graded = set(b.execute("SELECT query_id, rank FROM grades").fetchall())
+        assert not a.execute("SELECT count(*) FROM judge_skips").fetchone()[0]
+        # every skip is a grade the full run asked for and labelled the same; the source document is never skipped
+        assert skipped and not skipped & graded
+        assert skipped | graded == set(a.execute("SELECT query_id, rank FROM grades").fetchall())
+        assert not b.execute("SELECT count(*) FROM judge_skips s JOIN candidates c USING (query_id, rank) "
+                             "JOIN queries q USING (query_id) WHERE c.doc_id = q.doc_id").fetchone()[0]
+        skipped_ids = {(qid, doc) for qid, doc in b.execute(
+            "SELECT query_id, c.doc_id FROM judge_skips JOIN candidates c USING (query_id, rank)")}
+    assert off_calls - on_calls == len(skipped)
+    # the records are the same, byte for byte, but for the skipped candidates' grades (there are none to give)
+    before, after = _export(off, tmp_path / "off.jsonl"), _export(on, tmp_path / "on.jsonl")
+    assert before and len(before) == len(after)
+    assert any((r["query_id"], d) in skipped_ids for r in after for d in r["pos_ids"] + r["neg_ids"])
+    for record in before:
+        for grade in record["labels"]:
+            if (record["query_id"], grade["doc_id"]) in skipped_ids:
+                grade.update(score=None, expected=None, probs=None)
+        scores = {g["doc_id"]: g["score"] for g in record["labels"]}
+        record["pos_scores"] = [scores[d] for d in record["pos_ids"]]
+        record["neg_scores"] = [scores[d] for d in record["neg_ids"]]
+    assert before == after
+    text = format_stats(compute_stats(on))
+    assert f"cascade    {len(skipped)} of {len(skipped | graded)} grading calls skipped" in text
+    assert "last session's rule: lossless" in text
+
+
+def test_a_margin_is_learned_from_an_earlier_sessions_grades_when_the_artifact_keeps_none(tmp_path_factory, minilm,
+                                                                                         tmp_path):
+    art, index = _wide_grade_artifact(tmp_path_factory)  # its calibration keeps no graded samples
+    store = tmp_path / "run.db"
+    settings = {"index_dir": index, "encoder": minilm, "progress": False, "queries_per_doc": 2, "top_k": 5}
+    with pytest.raises(ConfigError, match="at least 3 queries"):
+        produce(art, store, generator=scripted_lm(), docs=2, judge_cascade="margin", **settings)
+    produce(art, store, generator=scripted_lm(), docs=2, **settings)
+    produce(art, store, generator=scripted_lm(), docs=3, judge_cascade="margin", cascade_coverage=0.9, **settings)
+    with sqlite3.connect(store) as conn:
+        judge = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'judge'").fetchone()[0])
+    assert judge["cascade"]["mode"] == "margin" and judge["cascade"]["learned_from"] == "run store"
+    assert judge["cascade"]["lists"] == 4 and judge["cascade"]["coverage"] == 0.9
+
+
+def test_the_command_line_sets_the_cascade():
+    args = build_parser().parse_args(["produce", "art", "--store", "run.db", "--judge-cascade", "margin",
+                                      "--cascade-coverage", "0.9"])
+    config = config_from_args(args)
+    assert (config.judge_cascade, config.cascade_coverage) == ("margin", 0.9)
+    assert config_from_args(build_parser().parse_args(["produce", "art", "--store", "r.db"])).judge_cascade == "off"

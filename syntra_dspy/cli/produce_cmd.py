@@ -9,6 +9,7 @@ from typing import get_args
 
 from syntra_dspy.cli._args import positive_int, positive_int_or_all, positive_seconds, temperature
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.judging.settings import CASCADE_MODES
 from syntra_dspy.production.config import ProduceConfig
 from syntra_dspy.production.ray_cluster import RayOptions
 from syntra_dspy.retrieval.corpus import FORMATS
@@ -28,6 +29,8 @@ _SETTINGS = (
     ("--artifact-key-env", "artifact_key_env", {"metavar": "VAR"}),
     ("--index-dir", "index_dir", {"type": Path}),
     ("--candidates", "candidates", {"choices": get_args(CandidateSource)}),
+    ("--judge-cascade", "judge_cascade", {"choices": CASCADE_MODES}),
+    ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
     ("--retry-failed", "retry_failed", {"action": "store_true"}),
     ("--timeout", "timeout", {"type": positive_seconds, "metavar": "SECONDS"}),
     ("--retries", "retries", {"type": int, "choices": range(0, 21), "metavar": "N"}),

@@ -40,15 +40,15 @@ from syntra_dspy.judging.calibration import (
     list_contexts,
 )
 from syntra_dspy.judging.grading import LABELS
+from syntra_dspy.judging.settings import CASCADE_MODES, CascadeMode  # noqa: F401
 
-CascadeMode = Literal["off", "lossless", "margin"]
-CASCADE_MODES: tuple[CascadeMode, ...] = ("off", "lossless", "margin")
 #: Scores that are a fixed function of the candidate's own grade and cosine: the only ones a lossless rule can skip.
 PER_CANDIDATE_FEATURES: frozenset[str] = frozenset({"expected", "fused"})
 #: The terms of a score that need the model's grade.
 GRADE_TERMS: frozenset[str] = frozenset({"expected", "expected_standing"})
-#: Graded lists a margin needs at least, so that its quantiles mean something.
-MIN_MARGIN_LISTS = 10
+#: Graded lists a margin needs at least (a compiled calibration set without people's labels has one per few-shot
+#: query; with few lists the central share reaches the extremes, so the margin is wide and skips little).
+MIN_MARGIN_LISTS = 3
 _E_RANGE = (float(LABELS[0]), float(LABELS[-1]))
 
 

@@ -14,6 +14,10 @@ from syntra_dspy.settings_model import SettingsModel
 #: the strategies and the manifest to production and ``syntra agreement --judge-mode``.
 JudgeMode = Literal["graded", "written"]
 JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
+#: Which candidates a graded judge may leave unasked (``syntra produce --judge-cascade``;
+#: :mod:`syntra_dspy.judging.cascade` says what each skips).
+CascadeMode = Literal["off", "lossless", "margin"]
+CASCADE_MODES: tuple[CascadeMode, ...] = ("off", "lossless", "margin")
 
 
 def parse_judge_modes(text: str | None) -> tuple[JudgeMode, ...]:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from syntra_dspy.judging.settings import CascadeMode
 from syntra_dspy.production.ray_cluster import RayOptions
 from syntra_dspy.retrieval.corpus import CorpusFormat
 from syntra_dspy.settings_model import SettingsModel
@@ -42,6 +43,15 @@ class ProduceConfig(SettingsModel):
         "where each query's candidates come from: dense (the encoder's index) or bm25-translated (BM25 in the "
         "documents' language; a cross-language task's queries are first translated by the generator, once each); "
         "default: the task file's setting, else dense"))
+    # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
+    judge_cascade: CascadeMode = Field("off", description=(
+        "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "
+        "change: exact, for an expected or fused judge; a list judge such as hybrid skips none); margin (lossy: those "
+        "whose label no grade within --cascade-coverage of the calibration set's, or an earlier session's, grades "
+        "could change). The run store records each skipped candidate and why; export --stats counts them"))
+    cascade_coverage: float = Field(0.95, gt=0, le=1, allow_inf_nan=False, description=(
+        "with --judge-cascade margin: the central share of grades the margin spans (higher: fewer calls skipped, "
+        "fewer labels changed)"))
     # where the inputs are read from
     corpus_format: CorpusFormat | None = Field(None, description="corpus format (default: the artifact's)")
     index_dir: Path | None = Field(None, description="where the corpus index is cached")

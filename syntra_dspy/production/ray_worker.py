@@ -30,6 +30,7 @@ from syntra_dspy.production.config import ProduceConfig
 from syntra_dspy.production.pipeline import build_pipeline, production_context
 from syntra_dspy.production.setup import ProductionInputs, corpus_location, load_inputs, run_identity
 from syntra_dspy.production.units import DocumentResult, KeptWork
+from syntra_dspy.judging.cascade import JudgeCascade
 from syntra_dspy.judging.judge import RelevanceJudge
 from syntra_dspy.task import EncoderSpec, LMSpec
 
@@ -49,6 +50,7 @@ class WorkerPlan(BaseModel):
     config: ProduceConfig
     generator: LMSpec
     identity: dict[str, Any]
+    cascade: JudgeCascade | None = None  # the driver's judge cascade (a margin may be learned from its store)
 
 
 def worker_plan(inputs: ProductionInputs, generator: LMSpec, config: ProduceConfig, *,
@@ -90,7 +92,8 @@ class DocumentWorker:
                                                   "(e.g. on a shared file system, at the same paths)")
         self.lm = build_lm(checked.generator, role="generator")
         prepare_lm(self.lm)
-        self.judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
+        self.judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size,
+                                    cascade=checked.cascade)
         self._chunk_pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="syntra-chunk")
         self.pipeline = build_pipeline(inputs, self.judge, slots=threading.BoundedSemaphore(slots),
                                        chunk_pool=self._chunk_pool,

@@ -52,6 +52,7 @@ from syntra_dspy.production.setup import (
 from syntra_dspy.production.store import RunStore, check_compatible
 from syntra_dspy.production.units import BackendState, DocumentResult, WorkUnit
 from syntra_dspy.judging.judge import RelevanceJudge
+from syntra_dspy.production.cascade import production_cascade
 from syntra_dspy.task import EncoderSpec, LMSpec
 
 logger = logging.getLogger(__name__)
@@ -226,7 +227,11 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
             spec = resolve_generator_spec(inputs.artifact.meta, generator, config.api_key_env,
                                           timeout=config.timeout, retries=config.retries)
             plan = worker_plan(inputs, spec, config, corpus=corpus)
-        judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size)
+        cascade = production_cascade(inputs.artifact.program, config.judge_cascade,
+                                     coverage=config.cascade_coverage, store=Path(store))
+        judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size, cascade=cascade)
+        if plan is not None:  # the workers judge with the same cascade (a margin may come from this store)
+            plan = plan.model_copy(update={"cascade": cascade})
         run = _open_run(Path(store), inputs, generator_info)
         run.set_meta(judge=judge.describe())
         try:

@@ -1,0 +1,54 @@
+"""The judge cascade a production run uses (``syntra produce --judge-cascade``), built once per session from the
+setting, the artifact's calibration and the run store (:mod:`syntra_dspy.judging.cascade` says what each rule
+skips and why only ``lossless`` keeps every label)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.judging.cascade import GradedCandidate, JudgeCascade, sample_lists
+from syntra_dspy.production.store import RunStore
+
+logger = logging.getLogger(__name__)
+
+
+def production_cascade(program: Any, mode: str, *, coverage: float, store: Path | None = None
+                       ) -> JudgeCascade | None:
+    """The cascade for ``mode`` (``off``, ``lossless``, ``margin``) over ``program``'s graded judge, or None.
+
+    A ``margin`` is learned from the calibration set's graded samples when the artifact keeps them, else from the
+    lists an earlier session of the run store at ``store`` graded in full (read before the run opens it)."""
+    if mode == "off":
+        return None
+    calibration = program.state.judge
+    if calibration is None:
+        raise ConfigError("--judge-cascade needs a graded judge with a fitted calibration; this artifact's judge "
+                          "writes its labels", field="judge_cascade",
+                          hint="compile with --judge-mode graded, or produce with --judge-cascade off")
+    if mode == "lossless":
+        cascade = JudgeCascade.lossless(calibration)
+        if cascade is None:
+            logger.warning("judge cascade: this artifact's %s score compares each candidate with the rest of its "
+                           "list, so no candidate's label is provably fixed before its grade; every candidate is "
+                           "graded (--judge-cascade margin skips some, at a measured cost)", calibration.feature)
+        return cascade
+    if mode != "margin":
+        raise ConfigError(f"unknown judge cascade {mode!r}", field="judge_cascade", hint="off, lossless or margin")
+    if calibration.samples:
+        lists, source = sample_lists(calibration.samples), "calibration samples"
+    else:
+        found: list = []
+        if store is not None and store.is_file():
+            with RunStore.open(store, readonly=True) as run:
+                found = run.graded_lists()
+        lists = [[GradedCandidate(expected=e, cosine=c, lexical=b) for e, c, b in group] for group in found]
+        source = "run store"
+    try:
+        return JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
+    except ValueError as exc:
+        raise ConfigError(f"--judge-cascade margin: {exc}", field="judge_cascade",
+                          hint="produce a first session with --judge-cascade off (its grades teach the margin), or "
+                               "use an artifact whose calibration keeps its graded samples") from None
