@@ -8,12 +8,14 @@ import sqlite3
 
 import pytest
 
+from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.cli import build_parser
 from syntra_dspy.cli.produce_cmd import config_from_args
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.cascade import Skip
 from syntra_dspy.judging.grading import Grade
 from syntra_dspy.production import compute_stats, export_records, format_stats, produce
+from syntra_dspy.production.cascade import production_cascade
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.production.units import Candidate, DocumentResult, QueryResult
 from syntra_dspy.testing import SyntraBrain, scripted_lm
@@ -144,11 +146,22 @@ def test_a_margin_is_learned_from_an_earlier_sessions_grades_when_the_artifact_k
         judge = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'judge'").fetchone()[0])
     assert judge["cascade"]["mode"] == "margin" and judge["cascade"]["learned_from"] == "run store"
     assert judge["cascade"]["lists"] == 4 and judge["cascade"]["coverage"] == 0.9
+    # a new run store learns it from another run's grades, when they were graded with the artifact's prompt
+    fresh = tmp_path / "fresh.db"
+    produce(art, fresh, generator=scripted_lm(), docs=1, judge_cascade="margin", cascade_grades=store, **settings)
+    with sqlite3.connect(fresh) as conn:
+        judge = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'judge'").fetchone()[0])
+    assert judge["cascade"]["learned_from"] == "run store run.db" and judge["cascade"]["lists"] >= 4
+    other = tmp_path / "other.db"
+    with RunStore.open(other) as run:
+        run.set_meta(artifact={"prompts_sha256": {"grade": "another prompt"}})
+    with pytest.raises(ConfigError, match="graded with another prompt"):
+        production_cascade(load_artifact(art).program, "margin", coverage=0.9, grades=other)
 
 
 def test_the_command_line_sets_the_cascade():
     args = build_parser().parse_args(["produce", "art", "--store", "run.db", "--judge-cascade", "margin",
-                                      "--cascade-coverage", "0.9"])
+                                      "--cascade-coverage", "0.9", "--cascade-grades", "old.db"])
     config = config_from_args(args)
-    assert (config.judge_cascade, config.cascade_coverage) == ("margin", 0.9)
+    assert (config.judge_cascade, config.cascade_coverage, str(config.cascade_grades)) == ("margin", 0.9, "old.db")
     assert config_from_args(build_parser().parse_args(["produce", "art", "--store", "r.db"])).judge_cascade == "off"

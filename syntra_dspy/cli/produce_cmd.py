@@ -31,6 +31,7 @@ _SETTINGS = (
     ("--candidates", "candidates", {"choices": get_args(CandidateSource)}),
     ("--judge-cascade", "judge_cascade", {"choices": CASCADE_MODES}),
     ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
+    ("--cascade-grades", "cascade_grades", {"type": Path, "metavar": "RUN.db"}),
     ("--retry-failed", "retry_failed", {"action": "store_true"}),
     ("--timeout", "timeout", {"type": positive_seconds, "metavar": "SECONDS"}),
     ("--retries", "retries", {"type": int, "choices": range(0, 21), "metavar": "N"}),

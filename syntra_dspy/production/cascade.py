@@ -15,12 +15,13 @@ from syntra_dspy.production.store import RunStore
 logger = logging.getLogger(__name__)
 
 
-def production_cascade(program: Any, mode: str, *, coverage: float, store: Path | None = None
-                       ) -> JudgeCascade | None:
+def production_cascade(program: Any, mode: str, *, coverage: float, store: Path | None = None,
+                       grades: Path | None = None) -> JudgeCascade | None:
     """The cascade for ``mode`` (``off``, ``lossless``, ``margin``) over ``program``'s graded judge, or None.
 
     A ``margin`` is learned from the calibration set's graded samples when the artifact keeps them, else from the
-    lists an earlier session of the run store at ``store`` graded in full (read before the run opens it)."""
+    lists graded in full in ``grades`` (another run store, graded with the same prompt), else in an earlier
+    session of the run store at ``store`` (read before the run opens it)."""
     if mode == "off":
         return None
     calibration = program.state.judge
@@ -41,14 +42,28 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
         lists, source = sample_lists(calibration.samples), "calibration samples"
     else:
         found: list = []
-        if store is not None and store.is_file():
-            with RunStore.open(store, readonly=True) as run:
+        source = "run store" if grades is None else f"run store {grades.name}"
+        if grades is not None or (store is not None and store.is_file()):
+            with RunStore.open(grades or store, readonly=True) as run:  # type: ignore[arg-type]
+                if grades is not None:
+                    _same_grader(run, program, grades)
                 found = run.graded_lists()
         lists = [[GradedCandidate(expected=e, cosine=c, lexical=b) for e, c, b in group] for group in found]
-        source = "run store"
     try:
         return JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
     except ValueError as exc:
         raise ConfigError(f"--judge-cascade margin: {exc}", field="judge_cascade",
-                          hint="produce a first session with --judge-cascade off (its grades teach the margin), or "
-                               "use an artifact whose calibration keeps its graded samples") from None
+                          hint="produce a first session with --judge-cascade off (its grades teach the margin), give "
+                               "--cascade-grades an earlier run store of this artifact, or use an artifact whose "
+                               "calibration keeps its graded samples") from None
+
+
+def _same_grader(run: RunStore, program: Any, path: Path) -> None:
+    """Refuse grades another grading prompt made: their spread says nothing of this judge's."""
+    from syntra_dspy.artifacts import render_prompts
+
+    theirs = ((run.meta().get("artifact") or {}).get("prompts_sha256") or {}).get("grade")
+    if theirs != render_prompts(program)["grade"]["system_prompt_sha256"]:
+        raise ConfigError("--cascade-grades: this run store was graded with another prompt than the artifact's",
+                          path=path, field="cascade_grades",
+                          hint="give a run store produced with this artifact (or one recalibrated from it)")

@@ -52,6 +52,9 @@ class ProduceConfig(SettingsModel):
     cascade_coverage: float = Field(0.95, gt=0, le=1, allow_inf_nan=False, description=(
         "with --judge-cascade margin: the central share of grades the margin spans (higher: fewer calls skipped, "
         "fewer labels changed)"))
+    cascade_grades: Path | None = Field(None, description=(
+        "with --judge-cascade margin, for an artifact whose calibration keeps no graded samples: an earlier run store "
+        "of the same artifact whose grades teach the margin (default: this run store's earlier sessions)"))
     # where the inputs are read from
     corpus_format: CorpusFormat | None = Field(None, description="corpus format (default: the artifact's)")
     index_dir: Path | None = Field(None, description="where the corpus index is cached")

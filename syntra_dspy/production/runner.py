@@ -228,7 +228,8 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
                                           timeout=config.timeout, retries=config.retries)
             plan = worker_plan(inputs, spec, config, corpus=corpus)
         cascade = production_cascade(inputs.artifact.program, config.judge_cascade,
-                                     coverage=config.cascade_coverage, store=Path(store))
+                                     coverage=config.cascade_coverage, store=Path(store),
+                                     grades=config.cascade_grades)
         judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size, cascade=cascade)
         if plan is not None:  # the workers judge with the same cascade (a margin may come from this store)
             plan = plan.model_copy(update={"cascade": cascade})
