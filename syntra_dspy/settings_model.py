@@ -33,3 +33,13 @@ class SettingsModel(BaseModel):
                                   hint=f"known settings: {', '.join(cls.model_fields)}") from None
             raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=name,
                               hint=f"see `{cls.command} --help`") from None
+
+    @classmethod
+    def of_call(cls, config: SettingsModel | None, settings: dict[str, Any]) -> Any:
+        """The config a function was called with: ``config`` itself, or one built from the function's keyword
+        settings (``export_records(store, out, num_negatives=3)``); refused when both are given."""
+        if config is not None and settings:
+            article = "an" if cls.__name__[:1] in "AEIOU" else "a"
+            raise ConfigError(f"give either {article} {cls.__name__} or its settings as keywords, not both "
+                              f"({', '.join(settings)})", field=next(iter(settings)))
+        return config if config is not None else cls(**settings)

@@ -195,6 +195,22 @@ def test_options_are_checked(store, tmp_path):
         export_records(store, tmp_path / "t.jsonl", format="csv")
 
 
+def test_an_export_config_or_its_settings_as_keywords_give_the_same_files(store, tmp_path):
+    from syntra_dspy.production import ExportConfig
+
+    config = ExportConfig(negatives="hard+easy", num_negatives=2, dev_split=0.5, seed=3)
+    export_records(store, tmp_path / "a" / "t.jsonl", config)
+    export_records(store, tmp_path / "b" / "t.jsonl", negatives="hard+easy", num_negatives=2, dev_split=0.5, seed=3)
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == ["t.dev.jsonl", "t.jsonl", "t.jsonl.README.md", "t.jsonl.meta.json"]
+    for name in names:  # the same bytes, but for the output's own path in the card and the sidecar
+        a, b = ((tmp_path / side / name).read_text(encoding="utf-8") for side in "ab")
+        assert a.replace(str(tmp_path / "a"), str(tmp_path / "b")) == b, name
+    with pytest.raises(ConfigError, match="not both") as info:
+        export_records(store, tmp_path / "c.jsonl", config, num_negatives=3)
+    assert info.value.field == "num_negatives"
+
+
 def test_cli_needs_out_or_stats(store, tmp_path, capsys):
     assert main(["export", str(store)]) == 2
     assert "--out" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from syntra_dspy.cli._args import CommaChoices, positive_int, rename
+from syntra_dspy.cli._settings import add_settings, given_settings
 from syntra_dspy.judging.settings import JUDGE_MODES, AgreementConfig
 
 # The settings' flags in help order: (flag, AgreementConfig field, argparse keywords); help text and default come
@@ -25,12 +26,6 @@ _SETTINGS = (
 )
 
 
-def _help(name: str) -> str:
-    field = AgreementConfig.model_fields[name]
-    shown = "" if field.default is None or name == "judges" else f" (default {field.default})"
-    return (field.description or "") + shown
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "agreement", help="measure an artifact's relevance judge against human judgments",
@@ -42,17 +37,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("artifact", type=Path, help="artifact directory")
     p.add_argument("--dataset", required=True, metavar="beir:PATH[:split]",
                    help="judged dataset (beir:PATH[:split] or neuclirtech:PATH[:eng|zho])")
-    for flag, name, kwargs in _SETTINGS[:5]:
-        p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
+    add_settings(p, AgreementConfig, _SETTINGS[:5])
     p.add_argument("--compare", type=Path, default=None, metavar="ARTIFACT2",
                    help="judge the same candidates with a second artifact too")
-    for flag, name, kwargs in _SETTINGS[5:7]:
-        p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
+    add_settings(p, AgreementConfig, _SETTINGS[5:7])
     rename(p, "--judge", "--judge-mode")
     rename(p, "--compare-judge", "--compare-judge-mode")
     p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
-    for flag, name, kwargs in _SETTINGS[7:]:
-        p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
+    add_settings(p, AgreementConfig, _SETTINGS[7:])
     p.add_argument("--out", type=Path, default=Path("runs/agreement"), help="report folder (default runs/agreement)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -63,7 +55,7 @@ def config_from_args(args: argparse.Namespace) -> AgreementConfig:
     judge, which defaults to the artifact's own."""
     from syntra_dspy.judging.judge import judge_mode, parse_judge_modes
 
-    given = {name: getattr(args, name) for _, name, _ in _SETTINGS if getattr(args, name) is not None}
+    given = given_settings(args, _SETTINGS)
     for name in ("judges", "compare_judges"):
         if name in given:
             value = given[name]

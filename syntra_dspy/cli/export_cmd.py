@@ -8,10 +8,27 @@ import shlex
 from pathlib import Path
 
 from syntra_dspy.cli._args import fraction, positive_int, rename
-from syntra_dspy.production.dataset_card import ST_NEGATIVES_RULE, ST_POSITIVE_RULE
-from syntra_dspy.production.records import FORMATS
+from syntra_dspy.cli._settings import add_settings, given_settings
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.outputs import full_disk_is_clear, named_output
+from syntra_dspy.production.records import FORMATS, NEGATIVES, POSITIVES, ExportConfig
+
+# The settings' flags in help order: (flag, ExportConfig field, argparse keywords); help text and default come from
+# the field, so ExportConfig is the one source.
+_SETTINGS = (
+    ("--format", "format", {"choices": FORMATS}),
+    ("--dev-split", "dev_split", {"type": fraction, "metavar": "FRACTION"}),
+    ("--seed", "seed", {"type": int, "metavar": "N"}),
+    ("--negatives", "negatives", {"choices": NEGATIVES}),
+    ("--num-negatives", "num_negatives", {"type": positive_int, "metavar": "n"}),
+    ("--positives", "positives", {"choices": POSITIVES}),
+    ("--include-unretrieved-source", "include_unretrieved_source", {"action": "store_true"}),
+    ("--include-partial", "include_partial", {"action": "store_true"}),
+    ("--instruction", "instruction", {}),
+    ("--relabel-with", "judge", {"metavar": "ARTIFACT"}),
+)
+#: The settings ``--stats`` counts records with (what the records hold, not how they are written).
+_STATS = ("negatives", "num_negatives", "positives", "include_unretrieved_source", "include_partial")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,32 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None, help="output .jsonl file, or folder for --format hf or st")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out (never the run store, its corpus or its artifact)")
-    p.add_argument("--format", choices=FORMATS, default="jsonl",
-                   help="jsonl (default: one record per line, FlagEmbedding's layout plus ids and grades); hf (the "
-                        "same records as a datasets.save_to_disk folder); st (a Parquet dataset folder that "
-                        "sentence-transformers trains on with no glue: columns anchor, positive, negative_1.."
-                        f"negative_n with n = --num-negatives, and label = the judge's scores of those texts when "
-                        f"every record has them; positive: {ST_POSITIVE_RULE}; {ST_NEGATIVES_RULE}). Every format "
-                        "writes a README.md dataset card (inside the folder; <out>.README.md beside a file)")
-    p.add_argument("--dev-split", type=fraction, default=None, metavar="FRACTION",
-                   help="put the records of this fraction of the source documents (e.g. 0.1) in a dev split: "
-                        "jsonl: <stem>.dev.jsonl beside --out; st: data/dev-*.parquet. Documents are drawn with "
-                        "--seed; a document's queries are never in both splits")
-    p.add_argument("--seed", type=int, default=42, metavar="N", help="seed of the --dev-split draw (default 42)")
-    p.add_argument("--negatives", choices=("hard", "hard+easy"), default="hard",
-                   help="hard negatives only (default), or topped up with easy ones to --num-negatives")
-    p.add_argument("--num-negatives", type=positive_int, default=7, metavar="n", help="negatives per record (default 7)")
-    p.add_argument("--positives", choices=("all", "source-first"), default="all",
-                   help="all judged positives (default), or only the source document when it was judged positive")
-    p.add_argument("--include-unretrieved-source", action="store_true",
-                   help="add the source document to pos when retrieval missed it (unjudged; off by default)")
-    p.add_argument("--include-partial", action="store_true",
-                   help="export queries whose annotation is incomplete, from their labelled candidates only")
-    p.add_argument("--instruction", default=None, help="override the retrieval instruction put in every record")
-    p.add_argument("--relabel-with", default=None, metavar="ARTIFACT",
-                   help="label the records with this artifact's judge, applied to the grades the run stored (an "
-                        "artifact recalibrated from the run's: same grading prompt; nothing is graded again); "
-                        "--stats still describes the stored labels")
+    add_settings(p, ExportConfig, _SETTINGS)
     rename(p, "--judge", "--relabel-with")
     p.add_argument("--stats", action="store_true", help="print counts, label distribution and drop reasons")
     p.add_argument("--json", action="store_true",
@@ -77,21 +69,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.encoder is not None and not args.stats:
         raise ConfigError("--encoder measures what the records can teach it", hint="give --stats with it")
-    if args.relabel_with is not None and args.out is None:
+    if args.judge is not None and args.out is None:
         raise ConfigError("--relabel-with labels exported records", hint="give --out FILE with it")
     if args.dev_split is not None and args.out is None:
         raise ConfigError("--dev-split splits exported records", hint="give --out FILE with it")
     if args.out is None and not args.stats and not args.failures:
         raise ConfigError("nothing to do", hint="give --out FILE to export, --stats to print statistics, "
                                                 "or --failures to list what failed")
-    options = {"negatives": args.negatives, "num_negatives": args.num_negatives, "positives": args.positives,
-               "include_unretrieved_source": args.include_unretrieved_source, "include_partial": args.include_partial}
+    config = ExportConfig(**given_settings(args, _SETTINGS))
+    options = {name: getattr(config, name) for name in _STATS}
     if args.out is not None:
-        named_output(args.out, example="./records" if args.format == "hf" else "./train.jsonl")
+        named_output(args.out, example="./records" if config.format == "hf" else "./train.jsonl")
         with full_disk_is_clear(args.out, inputs="the run store, its corpus and its artifact"):
-            summary = export_records(args.store, args.out, format=args.format, instruction=args.instruction,
-                                     overwrite=args.overwrite, judge=args.relabel_with, dev_split=args.dev_split,
-                                     seed=args.seed, command=command_line(args), **options)
+            summary = export_records(args.store, args.out, config, overwrite=args.overwrite,
+                                     command=command_line(args))
         dropped = ", ".join(f"{k} {v}" for k, v in summary.dropped.items() if v) or "none"
         splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
         if not args.json:

@@ -48,10 +48,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
     same). ``exclude_queries``: more queries never to sample (a file of query ids, or a task YAML), e.g. those an
     earlier measurement used, so a second measurement is on claims nothing was chosen on. ``generator``: the judge
     LM (a ``MODEL[@API_BASE]`` flag or an LM; default each artifact's)."""
-    if config is not None and settings:
-        raise ConfigError(f"give either an AgreementConfig or its settings as keywords, not both "
-                          f"({', '.join(settings)})", field=next(iter(settings)))
-    config = config if config is not None else AgreementConfig(**settings)
+    config = AgreementConfig.of_call(config, settings)
     judges, compare_judges, n_queries, top_k = config.judges, config.compare_judges, config.n_queries, config.top_k
     random_negatives, seed, index_dir, exclude_queries = (config.random_negatives, config.seed, config.index_dir,
                                                           config.exclude_queries)

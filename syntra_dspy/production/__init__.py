@@ -18,12 +18,13 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads 
     from syntra_dspy.production.export import ExportSummary, compute_stats, export_records, format_stats, list_failures
     from syntra_dspy.production.ledger import ProductionAborted
     from syntra_dspy.production.ray_cluster import RayOptions
-    from syntra_dspy.production.records import ExportOptions, retrieval_instruction
+    from syntra_dspy.production.records import ExportConfig, ExportOptions, retrieval_instruction
     from syntra_dspy.production.runner import ProduceSummary, produce
     from syntra_dspy.production.store import RunStore, StoreError
 
 __all__ = [
     "BackupSummary",
+    "ExportConfig",
     "ExportOptions",
     "ExportSummary",
     "ProduceConfig",
@@ -52,6 +53,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "list_failures": "syntra_dspy.production.export",
     "ProductionAborted": "syntra_dspy.production.ledger",
     "RayOptions": "syntra_dspy.production.ray_cluster",
+    "ExportConfig": "syntra_dspy.production.records",
     "ExportOptions": "syntra_dspy.production.records",
     "retrieval_instruction": "syntra_dspy.production.records",
     "ProduceSummary": "syntra_dspy.production.runner",

@@ -36,7 +36,7 @@ from syntra_dspy.production.owned import run_inputs
 from syntra_dspy.production.records import (
     DROP_REASONS,
     FOLDER_FORMATS,
-    FORMATS,
+    ExportConfig,
     ExportOptions,
     normalise_query,
     retrieval_instruction,
@@ -167,38 +167,27 @@ def _hf_features() -> Any:
     })
 
 
-def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl", negatives: str = "hard",
-                   num_negatives: int = 7, positives: str = "all", include_unretrieved_source: bool = False,
-                   include_partial: bool = False, instruction: str | None = None,
-                   overwrite: bool = False, judge: str | Path | None = None, dev_split: float | None = None,
-                   seed: int = 42, command: str | None = None) -> ExportSummary:
+def export_records(store: str | Path, out: str | Path, config: ExportConfig | None = None, *,
+                   overwrite: bool = False, command: str | None = None, **settings: Any) -> ExportSummary:
     """Write the records of a run store to ``out`` (a JSONL file; a ``save_to_disk`` folder for ``hf``; a Parquet
     dataset folder for ``st``), a ``README.md`` dataset card (inside a folder, ``<out>.README.md`` beside a file)
     and ``<out>.meta.json`` with the artifact version and checksum, the run store, options and counts.
+
+    ``config`` (an :class:`ExportConfig`) holds the settings; a caller may pass its fields as keywords instead
+    (``export_records(store, out, num_negatives=3)``), not both. Among them: ``judge``, an artifact recalibrated
+    from the run's (same grading prompt) whose judge labels the candidates from the grades the run stored, instead
+    of the labels production wrote (nothing is graded again); ``dev_split``, a fraction of the source documents
+    (drawn with ``seed``) whose records go to a ``dev`` split instead of ``train``: a document's queries are never
+    in both (``jsonl``: ``<stem>.dev.jsonl`` beside ``out``; ``st``: a second Parquet file). ``command``: the
+    command line, for the card.
 
     Works on a store that a run is still writing (it exports what is committed). ``out``, its card and its sidecar
     are checked before anything is written: never the run store (or its WAL and lock files), the corpus or the
     artifact; never a symlink, directory or FIFO; an existing output only with ``overwrite`` (a folder only when
     an earlier export wrote it).
-
-    ``judge``: an artifact recalibrated from the run's (same grading prompt) whose judge labels the candidates
-    from the grades the run stored, instead of the labels production wrote (nothing is graded again).
-    ``dev_split``: a fraction of the source documents (drawn with ``seed``) whose records go to a ``dev`` split
-    instead of ``train``: a document's queries are never in both (``jsonl``: ``<stem>.dev.jsonl`` beside ``out``;
-    ``st``: a second Parquet file). ``command``: the command line, for the card.
     """
-    if format not in FORMATS:
-        raise ConfigError(f"unknown export format {format!r}", field="format", hint=f"use one of: {', '.join(FORMATS)}")
-    options = ExportOptions(negatives=negatives, num_negatives=num_negatives, positives=positives,
-                            include_unretrieved_source=include_unretrieved_source, include_partial=include_partial,
-                            instruction=instruction)
-    if dev_split is not None:
-        if format == "hf":
-            raise ConfigError("a save_to_disk folder holds one split", field="dev-split",
-                              hint="use --format st (train and dev Parquet files) or jsonl (a second file)")
-        if isinstance(dev_split, bool) or not 0 < dev_split < 1:
-            raise ConfigError(f"must be a fraction between 0 and 1, got {dev_split!r}", field="dev-split",
-                              hint="e.g. 0.1: a tenth of the source documents")
+    config = ExportConfig.of_call(config, settings)
+    format, judge, dev_split, seed, options = config.format, config.judge, config.dev_split, config.seed, config.options
     out = Path(out)
     summary = ExportSummary(out=str(out), format=format, options=options.to_dict())
     with RunStore.open(store, readonly=True) as run:
@@ -243,7 +232,8 @@ def export_records(store: str | Path, out: str | Path, *, format: str = "jsonl",
                 _write_hf(jsonl, tmp_dir, render_card(**card, splits=summary.splits, files={}, labels_included=None))
                 swap_folder_into_place(tmp_dir / "dataset", out)
             else:
-                summary.splits, files, labelled = _write_st(jsonl, tmp_dir / "dataset", num_negatives, dev_docs)
+                summary.splits, files, labelled = _write_st(jsonl, tmp_dir / "dataset", options.num_negatives,
+                                                            dev_docs)
                 _finish_folder(tmp_dir / "dataset", ST_KIND, render_card(
                     **card, splits=summary.splits, files=files, labels_included=labelled))
                 swap_folder_into_place(tmp_dir / "dataset", out)  # checked by _check_folder_out

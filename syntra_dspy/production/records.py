@@ -1,4 +1,5 @@
-"""From judged candidates to training records: the export options and the one-line retrieval instruction.
+"""From judged candidates to training records: the export's settings (:class:`ExportConfig`, the records' part of
+them :class:`ExportOptions`) and the one-line retrieval instruction.
 
 Only judged candidates become positives or negatives: 3 and 2 → positive, 1 → hard negative, 0 → easy
 negative (``label_class``). The source document is judged like any candidate when retrieval found it;
@@ -9,11 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field, model_validator
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.languages import language_name
+from syntra_dspy.production.dataset_card import ST_NEGATIVES_RULE, ST_POSITIVE_RULE
+from syntra_dspy.settings_model import SettingsModel
 from syntra_dspy.signatures.types import label_class
 
 NEGATIVES = ("hard", "hard+easy")
@@ -50,6 +56,65 @@ class ExportOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_OPTION_FIELDS = {f.name for f in fields(ExportOptions)}
+
+
+class ExportConfig(SettingsModel):
+    """Every setting of an export, defined and validated here: the output's (format, dev split, a judge that
+    relabels) and the records' (:attr:`options`, an :class:`ExportOptions`, which checks them). ``syntra export``
+    builds it from its flags, whose defaults and help come from these fields; Python callers build it, or pass its
+    fields to ``export_records`` as keywords."""
+
+    what: ClassVar[str] = "export"
+    command: ClassVar[str] = "syntra export"
+
+    format: str = Field("jsonl", description=(
+        "jsonl (default: one record per line, FlagEmbedding's layout plus ids and grades); hf (the same records as a "
+        "datasets.save_to_disk folder); st (a Parquet dataset folder that sentence-transformers trains on with no "
+        "glue: columns anchor, positive, negative_1..negative_n with n = --num-negatives, and label = the judge's "
+        f"scores of those texts when every record has them; positive: {ST_POSITIVE_RULE}; {ST_NEGATIVES_RULE}). "
+        "Every format writes a README.md dataset card (inside the folder; <out>.README.md beside a file)"))
+    dev_split: float | None = Field(None, strict=True, description=(
+        "put the records of this fraction of the source documents (e.g. 0.1) in a dev split: jsonl: <stem>.dev.jsonl "
+        "beside --out; st: data/dev-*.parquet. Documents are drawn with --seed; a document's queries are never in "
+        "both splits"))
+    seed: int = Field(42, strict=True, description="seed of the --dev-split draw")
+    negatives: str = Field(NEGATIVES[0], description=(
+        "hard negatives only (default), or topped up with easy ones to --num-negatives"))
+    num_negatives: int = Field(7, strict=True, description="negatives per record")
+    positives: str = Field(POSITIVES[0], description=(
+        "all judged positives (default), or only the source document when it was judged positive"))
+    include_unretrieved_source: bool = Field(False, description=(
+        "add the source document to pos when retrieval missed it (unjudged; off by default)"))
+    include_partial: bool = Field(False, description=(
+        "export queries whose annotation is incomplete, from their labelled candidates only"))
+    instruction: str | None = Field(None, description="override the retrieval instruction put in every record")
+    judge: str | Path | None = Field(None, description=(
+        "label the records with this artifact's judge, applied to the grades the run stored (an artifact "
+        "recalibrated from the run's: same grading prompt; nothing is graded again); --stats still describes the "
+        "stored labels"))
+
+    @model_validator(mode="after")
+    def _check(self) -> ExportConfig:
+        if self.format not in FORMATS:
+            raise ConfigError(f"unknown export format {self.format!r}", field="format",
+                              hint=f"use one of: {', '.join(FORMATS)}")
+        ExportOptions(**self.model_dump(include=_OPTION_FIELDS))  # the records' settings, checked there
+        if self.dev_split is not None:
+            if self.format == "hf":
+                raise ConfigError("a save_to_disk folder holds one split", field="dev-split",
+                                  hint="use --format st (train and dev Parquet files) or jsonl (a second file)")
+            if not 0 < self.dev_split < 1:
+                raise ConfigError(f"must be a fraction between 0 and 1, got {self.dev_split!r}", field="dev-split",
+                                  hint="e.g. 0.1: a tenth of the source documents")
+        return self
+
+    @property
+    def options(self) -> ExportOptions:
+        """How the judged candidates become ``pos``/``neg`` (what the export's sidecar records)."""
+        return ExportOptions(**self.model_dump(include=_OPTION_FIELDS))
 
 
 def _article(phrase: str) -> str:
