@@ -225,3 +225,21 @@ def test_downstream_produces_trains_and_evaluates_each_strategy(tmp_path, monkey
     assert by["self-improve"].rank == 1
     assert result.baseline["model"] == "all-MiniLM-L6-v2" and "nDCG@10" in result.baseline
     assert "nDCG@10" in (tmp_path / "out" / "comparison.md").read_text()
+
+
+def test_a_comparison_is_configured_by_one_config_or_its_fields_as_keywords():
+    from syntra_dspy.comparison import CompareConfig
+
+    config = CompareConfig(strategies="none, gepa", heldout=None, settings=None)
+    assert config.strategies == ("none", "gepa")
+    assert config.heldout == HeldoutOptions() and config.settings == CompileSettings()
+    with pytest.raises(ConfigError, match="listed twice"):
+        CompareConfig(strategies=["none", "none"])
+    with pytest.raises(ConfigError, match="unknown strategy nope") as info:
+        CompareConfig(strategies="none,nope")
+    assert info.value.field == "strategies"
+    with pytest.raises(ConfigError) as info:
+        HeldoutOptions(docs=0)
+    assert info.value.field == "docs"
+    with pytest.raises(ConfigError, match="not both"):  # refused before the task is read
+        compare_strategies("no-such-task.yaml", config, chart=False)

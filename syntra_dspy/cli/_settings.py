@@ -26,12 +26,14 @@ def setting_help(model: Any, name: str) -> str:
     return text + (f" (default {default})" if shown else "")
 
 
-def add_settings(parser: argparse.ArgumentParser | Any, model: Any, settings: Iterable[Setting]) -> None:
-    """One flag per setting, its value stored under the field's name (None when not given)."""
+def add_settings(parser: argparse.ArgumentParser | Any, model: Any, settings: Iterable[Setting], *,
+                 prefix: str = "") -> None:
+    """One flag per setting, its value stored under the field's name (after ``prefix``, when two models of one
+    command share a field name); None when not given."""
     for flag, name, kwargs in settings:
-        parser.add_argument(flag, dest=name, default=None, help=setting_help(model, name), **kwargs)
+        parser.add_argument(flag, dest=prefix + name, default=None, help=setting_help(model, name), **kwargs)
 
 
-def given_settings(args: argparse.Namespace, settings: Sequence[Setting]) -> dict[str, Any]:
+def given_settings(args: argparse.Namespace, settings: Sequence[Setting], *, prefix: str = "") -> dict[str, Any]:
     """The settings the command line gave, by field name."""
-    return {name: getattr(args, name) for _, name, _ in settings if getattr(args, name) is not None}
+    return {name: getattr(args, prefix + name) for _, name, _ in settings if getattr(args, prefix + name) is not None}

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from syntra_dspy.cli._args import CommaChoices, positive_int, rename
+from syntra_dspy.cli._settings import add_settings, given_settings
 from syntra_dspy.cli.compile_cmd import (
     STRATEGY_NAMES,
     add_compile_flags,
@@ -16,6 +17,25 @@ from syntra_dspy.cli.compile_cmd import (
     lm_overrides,
     lm_timeout,
     settings_from_args,
+)
+from syntra_dspy.comparison.settings import CompareConfig, DownstreamOptions, HeldoutOptions
+
+# The settings' flags in help order, by the model that defines them: (flag, field, argparse keywords); help text and
+# default come from the field. Held-out and downstream values are stored as heldout_FIELD and downstream_FIELD.
+_COMPARE = (("--strategies", "strategies", {"type": CommaChoices(STRATEGY_NAMES),
+                                            "metavar": "|".join(STRATEGY_NAMES) + "[,…]"}),)
+_HELDOUT = (
+    ("--heldout-qrels", "qrels", {"metavar": "Q"}),
+    ("--heldout-queries", "queries", {"metavar": "FILE"}),
+    ("--heldout-docs", "docs", {"type": positive_int}),
+    ("--heldout-max-queries", "max_queries", {"type": positive_int}),
+    ("--unjudged-k", "unjudged_k", {"type": int, "metavar": "UNJUDGED_K"}),
+    ("--unjudged", "unjudged", {"choices": ("hard_negative", "easy_negative", "exclude")}),
+)
+_DOWNSTREAM = (
+    ("--downstream-encoder", "base", {"metavar": "MODEL"}),
+    ("--downstream-docs", "docs", {"type": positive_int}),
+    ("--downstream-measure", "measure", {}),
 )
 
 
@@ -27,9 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "agreement with human labels, compile cost, optionally a downstream retrieval measure "
                     "(--downstream-measure; it then ranks the strategies).")
     p.add_argument("task", help="task YAML file")
-    p.add_argument("--strategies", default="none,self-improve", type=CommaChoices(STRATEGY_NAMES),
-                   metavar="|".join(STRATEGY_NAMES) + "[,…]",
-                   help="comma-separated strategies: none, self-improve, human, gepa (default: none,self-improve)")
+    add_settings(p, CompareConfig, _COMPARE)
     p.add_argument("--human-feedback", metavar="FILE",
                    help="replay this recorded human session for 'human' (no person needed); without it the "
                         "session is interactive and recorded")
@@ -37,29 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="where an interactive human session is recorded (default: OUT/human-feedback-<time>.jsonl); "
                         "with --human-feedback, resume that session and record the whole of it here")
     add_human_label_flags(p)
-    p.add_argument("--heldout-qrels", metavar="Q",
-                   help="reference labels: BEIR/TREC qrels (queries from the BEIR layout or --heldout-queries), "
-                        "a beir:PATH:split spec, or a 'query, doc_id, label' file")
-    p.add_argument("--heldout-queries", metavar="FILE", help="queries for --heldout-qrels (queries.jsonl or topics TSV)")
-    p.add_argument("--heldout-docs", type=positive_int, default=5,
-                   help="fresh documents to score extraction and queries on (default 5)")
-    p.add_argument("--heldout-max-queries", type=positive_int, default=20,
-                   help="held-out queries whose pairs are labelled (default 20)")
-    p.add_argument("--unjudged-k", type=int, default=5, help="retrieved unjudged candidates per held-out query (default 5)")
-    p.add_argument("--unjudged", choices=("hard_negative", "easy_negative", "exclude"), default="hard_negative",
-                   help="reference class of retrieved unjudged candidates (binary: always not relevant)")
+    add_settings(p, HeldoutOptions, _HELDOUT, prefix="heldout_")
     p.add_argument("--gepa-max-metric-calls", type=positive_int, default=None, help="GEPA budget per stage (default 30)")
     p.add_argument("--downstream", action="store_true", help="also produce → train → eval per strategy (slow)")
     p.add_argument("--eval-dataset", metavar="SPEC",
                    help="dataset for --downstream (default: the BEIR split of --heldout-qrels)")
-    p.add_argument("--downstream-encoder", default="all-MiniLM-L6-v2", metavar="MODEL",
-                   help="the embedding model --downstream fine-tunes (default all-MiniLM-L6-v2; --encoder is the one "
-                        "that retrieves while compiling)")
+    add_settings(p, DownstreamOptions, _DOWNSTREAM, prefix="downstream_")
     rename(p, "--base-model", "--downstream-encoder")
-    p.add_argument("--downstream-docs", type=positive_int, default=50,
-                   help="documents each strategy produces from (default 50)")
-    p.add_argument("--downstream-measure", default="nDCG@10",
-                   help="ir_measures measure that ranks the strategies when --downstream runs (e.g. nDCG@20)")
     p.add_argument("--train-max-steps", type=positive_int, default=None, help="cap training steps (smoke runs)")
     p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
@@ -82,11 +84,28 @@ def beir_spec(qrels: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntra_dspy.comparison import DownstreamOptions, HeldoutOptions, compare_strategies, parse_strategies
+    from syntra_dspy.comparison import compare_strategies
     from syntra_dspy.errors import ConfigError
     from syntra_dspy.task import load_task
 
-    names = parse_strategies(args.strategies)
+    downstream = None
+    if args.downstream:
+        dataset = args.eval_dataset or beir_spec(args.heldout_qrels)
+        if not dataset:
+            raise ConfigError("--downstream needs an evaluation dataset", field="eval-dataset",
+                              hint="give --eval-dataset beir:PATH[:split]")
+        train = None
+        if args.train_max_steps:
+            from syntra_dspy.training import TrainConfig
+
+            train = TrainConfig(max_steps=args.train_max_steps)
+        downstream = DownstreamOptions(dataset=dataset, train=train,
+                                       **given_settings(args, _DOWNSTREAM, prefix="downstream_"))
+    config = CompareConfig(**given_settings(args, _COMPARE), settings=settings_from_args(args),
+                           lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args), index_dir=args.index_dir,
+                           heldout=HeldoutOptions(**given_settings(args, _HELDOUT, prefix="heldout_")),
+                           downstream=downstream, chart=not args.no_chart)
+    names = config.strategies
     spec = load_task(args.task)
     out = Path(args.out or Path("comparison") / spec.name)
     options: dict[str, dict] = {}
@@ -104,26 +123,8 @@ def run(args: argparse.Namespace) -> int:
                           hint="add human to --strategies")
     if "gepa" in names and args.gepa_max_metric_calls:
         options["gepa"] = {"gepa": {"max_metric_calls": args.gepa_max_metric_calls}}
-    downstream = None
-    if args.downstream:
-        dataset = args.eval_dataset or beir_spec(args.heldout_qrels)
-        if not dataset:
-            raise ConfigError("--downstream needs an evaluation dataset", field="eval-dataset",
-                              hint="give --eval-dataset beir:PATH[:split]")
-        train = None
-        if args.train_max_steps:
-            from syntra_dspy.training import TrainConfig
-
-            train = TrainConfig(max_steps=args.train_max_steps)
-        downstream = DownstreamOptions(dataset=dataset, base=args.downstream_encoder, docs=args.downstream_docs, train=train,
-                                       measure=args.downstream_measure)
-    heldout = HeldoutOptions(docs=args.heldout_docs, qrels=args.heldout_qrels, queries=args.heldout_queries,
-                             max_queries=args.heldout_max_queries, unjudged_k=args.unjudged_k, unjudged=args.unjudged)
-    result = compare_strategies(spec, strategies=names, out=out, artifacts=args.artifacts,
-                                settings=settings_from_args(args), lm_overrides=lm_overrides(args),
-                                lm_timeout=lm_timeout(args),
-                                encoder=args.encoder, index_dir=args.index_dir, heldout=heldout,
-                                strategy_options=options, downstream=downstream, chart=not args.no_chart)
+    result = compare_strategies(spec, config, out=out, artifacts=args.artifacts, encoder=args.encoder,
+                                strategy_options=options)
     if args.json:
         print(Path(result.outputs["json"]).read_text(encoding="utf-8").rstrip())
         return 0

@@ -14,19 +14,12 @@ from typing import TYPE_CHECKING
 from syntra_dspy._lazy import lazy_exports
 
 if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads on first use
-    from syntra_dspy.comparison.compare import (
-        ComparisonResult,
-        StrategyResult,
-        compare_strategies,
-        compile_cost,
-        parse_strategies,
-        rank,
-    )
-    from syntra_dspy.comparison.downstream import DownstreamOptions
-    from syntra_dspy.comparison.heldout import HeldoutMaterial, HeldoutOptions, JudgedItem
+    from syntra_dspy.comparison.compare import ComparisonResult, StrategyResult, compare_strategies, compile_cost, rank
+    from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
     from syntra_dspy.comparison.judge_agreement import measure_agreement
     from syntra_dspy.comparison.report import draw_chart, markdown, write_reports
     from syntra_dspy.comparison.scoring import HeldoutScorer
+    from syntra_dspy.comparison.settings import CompareConfig, DownstreamOptions, HeldoutOptions, parse_strategies
     from syntra_dspy.judging.agreement import (
         Agreement,
         agreement,
@@ -39,6 +32,7 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads 
 
 __all__ = [
     "Agreement",
+    "CompareConfig",
     "ComparisonResult",
     "DownstreamOptions",
     "HeldoutMaterial",
@@ -67,17 +61,18 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "StrategyResult": "syntra_dspy.comparison.compare",
     "compare_strategies": "syntra_dspy.comparison.compare",
     "compile_cost": "syntra_dspy.comparison.compare",
-    "parse_strategies": "syntra_dspy.comparison.compare",
     "rank": "syntra_dspy.comparison.compare",
-    "DownstreamOptions": "syntra_dspy.comparison.downstream",
     "HeldoutMaterial": "syntra_dspy.comparison.heldout",
-    "HeldoutOptions": "syntra_dspy.comparison.heldout",
     "JudgedItem": "syntra_dspy.comparison.heldout",
     "measure_agreement": "syntra_dspy.comparison.judge_agreement",
     "draw_chart": "syntra_dspy.comparison.report",
     "markdown": "syntra_dspy.comparison.report",
     "write_reports": "syntra_dspy.comparison.report",
     "HeldoutScorer": "syntra_dspy.comparison.scoring",
+    "CompareConfig": "syntra_dspy.comparison.settings",
+    "DownstreamOptions": "syntra_dspy.comparison.settings",
+    "HeldoutOptions": "syntra_dspy.comparison.settings",
+    "parse_strategies": "syntra_dspy.comparison.settings",
     "Agreement": "syntra_dspy.judging.agreement",
     "agreement": "syntra_dspy.judging.agreement",
     "cohen_kappa": "syntra_dspy.judging.agreement",

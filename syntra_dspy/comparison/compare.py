@@ -15,19 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.artifacts import Artifact
-from syntra_dspy.comparison.heldout import (
-    HeldoutMaterial,
-    HeldoutOptions,
-    annotation_items,
-    fresh_documents,
-)
+from syntra_dspy.comparison.heldout import HeldoutMaterial, annotation_items, fresh_documents
 from syntra_dspy.comparison.report import shown_path
 from syntra_dspy.comparison.ranking import RankingRule, rank
 from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
-from syntra_dspy.errors import ConfigError
+from syntra_dspy.comparison.settings import CompareConfig
 from syntra_dspy.judging.labels import load_judgements
 from syntra_dspy.artifacts.manifest import Manifest
-from syntra_dspy.optimizers import STRATEGIES, CompileSettings
+from syntra_dspy.optimizers import STRATEGIES
 from syntra_dspy.retrieval.encoder import Encoder
 from syntra_dspy.task import EncoderSpec, TaskSpec, load_task
 
@@ -104,55 +99,36 @@ def calibration_queries(artifacts: Sequence[Artifact]) -> list[str]:
     return out
 
 
-def parse_strategies(text: str | Sequence[str]) -> list[str]:
-    names = [s.strip() for s in (text.split(",") if isinstance(text, str) else text) if s.strip()]
-    unknown = [s for s in names if s not in STRATEGIES]
-    if unknown or not names:
-        raise ConfigError(f"unknown strategy {', '.join(unknown) or '(none given)'}", field="strategies",
-                          hint=f"choose from {', '.join(sorted(STRATEGIES))}, comma-separated")
-    if len(set(names)) != len(names):
-        raise ConfigError("a strategy is listed twice", field="strategies")
-    return names
-
-
-def compare_strategies(
-    task: str | Path | TaskSpec,
-    *,
-    strategies: Sequence[str] | str = ("none", "self-improve"),
-    out: str | Path = "comparison",
-    artifacts: str | Path | None = None,
-    settings: CompileSettings | None = None,
-    lms: Any = None,
-    lm_overrides: dict[str, str | list[str]] | None = None,
-    lm_timeout: float | None = None,
-    encoder: str | EncoderSpec | Encoder | None = None,
-    index_dir: str | Path | None = None,
-    heldout: HeldoutOptions | None = None,
-    strategy_options: dict[str, dict[str, Any]] | None = None,
-    downstream: Any = None,
-    chart: bool = True,
-) -> ComparisonResult:
+def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None = None, *,
+                       out: str | Path = "comparison", artifacts: str | Path | None = None, lms: Any = None,
+                       encoder: str | EncoderSpec | Encoder | None = None,
+                       strategy_options: dict[str, dict[str, Any]] | None = None,
+                       **settings: Any) -> ComparisonResult:
     """Compile ``task`` under each strategy, score the artifacts on shared held-out material, write reports.
 
-    ``strategy_options`` are passed to each strategy's optimizer (e.g. ``{"human": {"feedback": "f.jsonl"}}``);
-    ``downstream`` (a ``DownstreamOptions``) adds produce → train → eval per strategy. Writes
-    ``comparison.md``, ``comparison.json`` and ``comparison.png`` (unless ``chart=False``) into ``out``.
+    ``config`` (a :class:`CompareConfig`) holds the settings: the strategies, the compile settings and LM flags they
+    share, the held-out material (``heldout``, a ``HeldoutOptions``), the downstream check (``downstream``, a
+    ``DownstreamOptions``: produce → train → eval per strategy) and the chart; a caller may pass its fields as
+    keywords instead (``compare_strategies(task, strategies="none,gepa")``), not both. The inputs: ``lms`` (built
+    LM roles; default: the task file's, with ``lm_overrides``), ``encoder`` (a name, a setting or a loaded encoder,
+    replacing the task file's) and ``strategy_options``, passed to each strategy's optimizer (e.g.
+    ``{"human": {"feedback": "f.jsonl"}}``). Writes ``comparison.md``, ``comparison.json`` and ``comparison.png``
+    (unless ``chart=False``) into ``out``; the artifacts go to ``artifacts`` (default ``out/artifacts``).
     """
     from syntra_dspy import compiler
     from syntra_dspy.lm.roles import LMRoles
     from syntra_dspy.lm.usage import UsageMeter
 
-    names = parse_strategies(strategies)
+    config = CompareConfig.of_call(config, settings)
+    names, settings, heldout, downstream = list(config.strategies), config.settings, config.heldout, config.downstream
     spec = task if isinstance(task, TaskSpec) else load_task(task)
-    settings = settings or CompileSettings()
     for name in names:  # a judge one of the strategies cannot compile is refused before anything is compiled
         STRATEGIES[name].settings_for(settings)
-    heldout = heldout or HeldoutOptions()
     out = Path(out)
     artifacts = Path(artifacts) if artifacts is not None else out / "artifacts"
-    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
+    roles = lms or LMRoles.from_spec(spec.lms, config.lm_overrides, timeout=config.lm_timeout)
     # One corpus context for every compile, the held-out material and the downstream runs.
-    context, pairs = compiler.corpus_context(spec, encoder=encoder, index_dir=index_dir,
+    context, pairs = compiler.corpus_context(spec, encoder=encoder, index_dir=config.index_dir,
                                              source="<task>" if isinstance(task, TaskSpec) else str(task))
     corpus = context.corpus
 
@@ -201,10 +177,10 @@ def compare_strategies(
     result = ComparisonResult(spec.name, results, material.to_dict(),
                               {"strategies": names, "compile": settings.model_dump(mode="json"),
                                "heldout": {k: shown_path(v) if isinstance(v, Path) else v
-                                           for k, v in heldout.__dict__.items()},
+                                           for k, v in heldout.model_dump().items()},
                                "lms": roles.describe() if hasattr(roles, "describe") else {}},
                               baseline, ranking=rule, measure=measure)
     from syntra_dspy.comparison.report import write_reports
 
-    write_reports(result, out, chart=chart)
+    write_reports(result, out, chart=config.chart)
     return result

@@ -21,10 +21,10 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syntra_dspy.comparison.settings import DownstreamOptions
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.retrieval.context import CorpusContext
 
@@ -32,27 +32,6 @@ logger = logging.getLogger(__name__)
 
 #: The base encoder every downstream comparison fine-tunes unless told otherwise (bundled, no hub needed).
 DEFAULT_BASE = "all-MiniLM-L6-v2"
-
-
-@dataclass(frozen=True)
-class DownstreamOptions:
-    """What the downstream check uses. ``train`` is a ``TrainConfig`` (None: the paper's recipe)."""
-
-    dataset: str
-    base: str = DEFAULT_BASE
-    docs: int = 50
-    queries_per_doc: int = 2
-    concurrency: int = 4
-    measure: str = "nDCG@10"
-    train: Any = None
-    baseline: bool = True
-
-    def produce_config(self) -> Any:
-        """The production settings of every strategy's run (a ``ProduceConfig``)."""
-        from syntra_dspy.production import ProduceConfig
-
-        return ProduceConfig(docs=self.docs, queries_per_doc=self.queries_per_doc, concurrency=self.concurrency,
-                             progress=False)
 
 
 # ── the harness ─────────────────────────────────────────────────────────────────────────────────────────────

@@ -19,29 +19,13 @@ import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
+from syntra_dspy.comparison.settings import HeldoutOptions
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
 
 Source = Literal["judged", "unjudged", "random"]
-UnjudgedPolicy = Literal["hard_negative", "easy_negative", "exclude"]
-
-
-@dataclass(frozen=True)
-class HeldoutOptions:
-    """How much held-out material to draw. ``seed=None`` uses the compile seed."""
-
-    docs: int = 5
-    qrels: str | Path | None = None
-    queries: str | Path | None = None
-    max_queries: int = 20
-    unjudged_k: int = 5
-    random_negatives: int = 2
-    max_judged: int = 5
-    unjudged: UnjudgedPolicy = "hard_negative"
-    seed: int | None = None
 
 
 @dataclass(frozen=True)

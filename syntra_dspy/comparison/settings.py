@@ -1,0 +1,116 @@
+"""A comparison's settings, defined and validated here: :class:`CompareConfig`, with the held-out material it draws
+(:class:`HeldoutOptions`) and the optional downstream check (:class:`DownstreamOptions`).
+
+``syntra compare`` builds them from its flags, whose defaults and help come from these fields; Python callers build
+them, or pass :class:`CompareConfig`'s fields to :func:`~syntra_dspy.comparison.compare_strategies` as keywords.
+Importing this module loads no LM library, so ``syntra compare --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field, field_validator
+
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.optimizers.settings import CompileSettings
+from syntra_dspy.settings_model import SettingsModel
+
+UnjudgedPolicy = Literal["hard_negative", "easy_negative", "exclude"]
+
+
+def parse_strategies(text: str | Sequence[str]) -> list[str]:
+    """Strategy names from ``none,self-improve`` or a sequence; an unknown or repeated name is refused."""
+    from syntra_dspy.optimizers import STRATEGIES
+
+    names = [s.strip() for s in (text.split(",") if isinstance(text, str) else text) if s.strip()]
+    unknown = [s for s in names if s not in STRATEGIES]
+    if unknown or not names:
+        raise ConfigError(f"unknown strategy {', '.join(unknown) or '(none given)'}", field="strategies",
+                          hint=f"choose from {', '.join(sorted(STRATEGIES))}, comma-separated")
+    if len(set(names)) != len(names):
+        raise ConfigError("a strategy is listed twice", field="strategies")
+    return names
+
+
+class HeldoutOptions(SettingsModel):
+    """How much held-out material to draw. ``seed=None`` uses the compile seed."""
+
+    what: ClassVar[str] = "held-out"
+    command: ClassVar[str] = "syntra compare"
+
+    docs: int = Field(5, ge=1, strict=True, description="fresh documents to score extraction and queries on")
+    qrels: str | Path | None = Field(None, description=(
+        "reference labels: BEIR/TREC qrels (queries from the BEIR layout or --heldout-queries), a beir:PATH:split "
+        "spec, or a 'query, doc_id, label' file"))
+    queries: str | Path | None = Field(None, description="queries for --heldout-qrels (queries.jsonl or topics TSV)")
+    max_queries: int = Field(20, ge=1, strict=True, description="held-out queries whose pairs are labelled")
+    unjudged_k: int = Field(5, ge=0, strict=True, description="retrieved unjudged candidates per held-out query")
+    random_negatives: int = Field(2, ge=0, strict=True, description="random documents per held-out query")
+    max_judged: int = Field(5, ge=0, strict=True, description="judged documents per held-out query")
+    unjudged: UnjudgedPolicy = Field("hard_negative", description=(
+        "reference class of retrieved unjudged candidates (default hard_negative; binary: always not relevant)"))
+    seed: int | None = Field(None, strict=True, description="seed of the held-out draw (default: the compile seed)")
+
+
+class DownstreamOptions(SettingsModel):
+    """What the downstream check uses. ``train`` is a ``TrainConfig`` (None: the paper's recipe)."""
+
+    what: ClassVar[str] = "downstream"
+    command: ClassVar[str] = "syntra compare"
+
+    dataset: str = Field(description="evaluation dataset: beir:PATH[:split] or neuclirtech:PATH[:eng|zho]")
+    base: str = Field("all-MiniLM-L6-v2", description=(
+        "the embedding model --downstream fine-tunes (default all-MiniLM-L6-v2; --encoder is the one that retrieves "
+        "while compiling)"))
+    docs: int = Field(50, ge=1, strict=True, description="documents each strategy produces from")
+    queries_per_doc: int = Field(2, ge=1, strict=True, description="queries per document")
+    concurrency: int = Field(4, ge=1, strict=True, description="LM calls in flight while producing")
+    measure: str = Field("nDCG@10", description=(
+        "ir_measures measure that ranks the strategies when --downstream runs (default nDCG@10; e.g. nDCG@20)"))
+    train: Any = Field(None, description="training settings, a TrainConfig (None: the paper's recipe)")
+    baseline: bool = Field(True, description="also evaluate the untrained base model")
+
+    def produce_config(self) -> Any:
+        """The production settings of every strategy's run (a ``ProduceConfig``)."""
+        from syntra_dspy.production import ProduceConfig
+
+        return ProduceConfig(docs=self.docs, queries_per_doc=self.queries_per_doc, concurrency=self.concurrency,
+                             progress=False)
+
+
+class CompareConfig(SettingsModel):
+    """How a comparison compiles and scores: the strategies, the compile settings and LM flags they share, the
+    held-out material, the downstream check and the chart."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    what: ClassVar[str] = "comparison"
+    command: ClassVar[str] = "syntra compare"
+
+    strategies: tuple[str, ...] = Field(("none", "self-improve"), description=(
+        "comma-separated strategies: none, self-improve, human, gepa (default: none,self-improve)"))
+    settings: CompileSettings = Field(default_factory=CompileSettings, description=(
+        "the test-mode settings every strategy compiles with"))
+    lm_overrides: dict[str, str | list[str]] | None = Field(None, description=(
+        "LM roles replacing the task file's, by role (generator, verifier, refiner)"))
+    lm_timeout: float | None = Field(None, description="total seconds one request to a served LM may take")
+    index_dir: str | Path | None = Field(None, description="where to cache the corpus index")
+    heldout: HeldoutOptions = Field(default_factory=HeldoutOptions, description="the held-out material to draw")
+    downstream: DownstreamOptions | None = Field(None, description=(
+        "produce → train → eval per strategy (None: no downstream check)"))
+    chart: bool = Field(True, description="draw comparison.png")
+
+    @field_validator("strategies", mode="before")
+    @classmethod
+    def _strategies(cls, value: Any) -> tuple[str, ...]:
+        return tuple(parse_strategies(value))
+
+    @field_validator("settings", "heldout", mode="before")
+    @classmethod
+    def _default_when_none(cls, value: Any, info: Any) -> Any:
+        """None means the defaults, as it always has for these two."""
+        if value is None:
+            return CompileSettings() if info.field_name == "settings" else HeldoutOptions()
+        return value
