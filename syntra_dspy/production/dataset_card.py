@@ -10,6 +10,7 @@ files of each split, so ``load_dataset(FOLDER)`` reads them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 #: Why ``st`` rows have exactly ``num_negatives`` negatives; the help and the card say the same.
@@ -73,13 +74,30 @@ def quality_lines(quality: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_card(*, meta: dict[str, Any], judge: dict[str, Any], relabelled: dict[str, Any] | None,
-                quality: dict[str, Any], counts: dict[str, Any], splits: dict[str, int], fmt: str,
-                options: dict[str, Any], command: str, files: dict[str, str], labels_included: bool | None,
-                dev_split: dict[str, Any] | None) -> str:
+@dataclass(frozen=True)
+class CardFacts:
+    """What the card says about an export, known before its data is written: the run store's metadata, the judge
+    that labelled the records (and the relabelling, if any), the ``--stats`` quality figures, the counts, the format
+    and record options, the dev split and the command that made it."""
+
+    meta: dict[str, Any]
+    judge: dict[str, Any]
+    relabelled: dict[str, Any] | None
+    quality: dict[str, Any]
+    counts: dict[str, Any]
+    fmt: str
+    options: dict[str, Any]
+    command: str
+    dev_split: dict[str, Any] | None
+
+
+def render_card(facts: CardFacts, *, splits: dict[str, int], files: dict[str, str],
+                labels_included: bool | None) -> str:
     """The card's Markdown. ``files``: split -> data file pattern (relative to the card, for ``st``: the YAML
     ``configs`` that let ``load_dataset(FOLDER)`` read it); ``labels_included``: for ``st``, whether the rows carry
     the judge's scores in ``label``."""
+    meta, judge, relabelled, quality, counts = facts.meta, facts.judge, facts.relabelled, facts.quality, facts.counts
+    fmt, options, command, dev_split = facts.fmt, facts.options, facts.command, facts.dev_split
     artifact = meta.get("artifact") or {}
     generator = meta.get("generator") or {}
     corpus = (meta.get("settings") or {}).get("corpus") or {}

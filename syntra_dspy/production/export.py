@@ -31,7 +31,7 @@ from syntra_dspy.outputs import (
     read_marker,
     swap_folder_into_place,
 )
-from syntra_dspy.production.dataset_card import render_card
+from syntra_dspy.production.dataset_card import CardFacts, render_card
 from syntra_dspy.production.owned import run_inputs
 from syntra_dspy.production.records import (
     DROP_REASONS,
@@ -216,26 +216,26 @@ def export_records(store: str | Path, out: str | Path, config: ExportConfig | No
                       "documents": run.document_counts()}
             quality = data_quality(run)
             made_by = provenance(run, run.sessions())
-            card = {"meta": meta, "quality": quality, "fmt": format, "options": options.to_dict(),
-                    "counts": counts, "dev_split": split_info,
-                    "judge": relabeller.judge.describe() if relabeller else meta.get("judge", {"mode": "written"}),
-                    "relabelled": relabeller.report() if relabeller else None,
-                    "command": command or _python_call(store, out, format, options, judge, dev_split, seed)}
+            card = CardFacts(
+                meta=meta, quality=quality, fmt=format, options=options.to_dict(), counts=counts, dev_split=split_info,
+                judge=relabeller.judge.describe() if relabeller else meta.get("judge", {"mode": "written"}),
+                relabelled=relabeller.report() if relabeller else None,
+                command=command or _python_call(store, out, format, options, judge, dev_split, seed))
             if format == "jsonl":
                 summary.splits = _write_jsonl_splits(jsonl, dev_path, dev_docs)
                 files = {"train": out.name, **({"dev": dev_path.name} if dev_path else {})}
-                atomic_write_text(card_path, render_card(**card, splits=summary.splits, files=files,
+                atomic_write_text(card_path, render_card(card, splits=summary.splits, files=files,
                                                          labels_included=None))
                 os.replace(jsonl, out)
             elif format == "hf":
                 summary.splits = {"train": summary.records}
-                _write_hf(jsonl, tmp_dir, render_card(**card, splits=summary.splits, files={}, labels_included=None))
+                _write_hf(jsonl, tmp_dir, render_card(card, splits=summary.splits, files={}, labels_included=None))
                 swap_folder_into_place(tmp_dir / "dataset", out)
             else:
                 summary.splits, files, labelled = _write_st(jsonl, tmp_dir / "dataset", options.num_negatives,
                                                             dev_docs)
                 _finish_folder(tmp_dir / "dataset", ST_KIND, render_card(
-                    **card, splits=summary.splits, files=files, labels_included=labelled))
+                    card, splits=summary.splits, files=files, labels_included=labelled))
                 swap_folder_into_place(tmp_dir / "dataset", out)  # checked by _check_folder_out
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -255,7 +255,7 @@ def export_records(store: str | Path, out: str | Path, config: ExportConfig | No
         "splits": summary.splits,
         "dev_split": split_info,
         "card": str(card_path),
-        "command": card["command"],
+        "command": card.command,
         "quality": quality,
         "provenance": made_by,
     }
