@@ -16,8 +16,11 @@ import dspy
 
 from syntra_dspy import __version__
 from syntra_dspy.artifacts import Artifact, canonical_json, check_artifact_root, load_artifact, save_artifact
+from syntra_dspy.artifacts.manifest import LMRecord
+from syntra_dspy.artifacts.store import manifests
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.lm.roles import LMRoles
+from syntra_dspy.estimate import Estimate, compile_calls, compile_estimate
+from syntra_dspy.lm.roles import LMRoles, embedded_name, role_specs
 from syntra_dspy.lm.usage import UsageMeter
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.programs.components import ComponentState, FewShotPair
@@ -26,7 +29,7 @@ from syntra_dspy.retrieval.context import CorpusContext, setting_of
 from syntra_dspy.retrieval.corpus import Corpus, read_corpus
 from syntra_dspy.retrieval.encoder import Encoder, load_encoder
 from syntra_dspy.retrieval.encoder_languages import check_encoder_languages, guess_task_languages
-from syntra_dspy.task import EncoderSpec, TaskDefinition, TaskSpec, load_task
+from syntra_dspy.task import EncoderSpec, LMSpec, TaskDefinition, TaskSpec, load_task
 
 logger = logging.getLogger(__name__)
 
@@ -190,3 +193,49 @@ def compile_task(
     path = save_artifact(program, json.loads(json.dumps(manifest, default=str)), out)
     logger.info("wrote %s", path)
     return load_artifact(path)
+
+
+def plan_compile(task: str | Path | TaskSpec, *, strategy: str = "self-improve", out: str | Path = "artifacts",
+                 settings: CompileSettings | None = None, lm_overrides: dict[str, list[str]] | None = None
+                 ) -> Estimate:
+    """The LM work :func:`compile_task` would do with these arguments, before any corpus, encoder or LM is loaded:
+    stages x attempts x the calls of an attempt. The per-call figures are the usage of the newest artifact of the
+    task under ``out`` compiled with the same generator, else the documented ones (:mod:`syntra_dspy.estimate`)."""
+    spec = task if isinstance(task, TaskSpec) else load_task(task)
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
+    cls = STRATEGIES[strategy]
+    settings = cls.settings_for(settings or CompileSettings())
+    generator = role_specs(spec.lms, lm_overrides)["generator"]
+    graded = settings.judge == "graded"
+    calls = compile_calls(
+        sample_docs=settings.sample_docs, queries_per_doc=settings.queries_per_doc, examples=len(spec.examples),
+        annotation_candidates=settings.annotation_candidates, control_negatives=settings.control_negatives,
+        chunk_size=settings.chunk_size, graded=graded, graded_queries=settings.query_verifier == "graded",
+        calibration_queries=settings.calibration_queries if settings.calibration_labels else 0,
+        infer_definition=spec.task_definition is None and settings.infer_task_definition)
+    earlier = sorted(((m.created_at or "", path, m) for path, m in manifests(out, spec.name)
+                      if _same_generator(m.generator, generator) and m.usage), reverse=True)
+    usage, source = None, None
+    if earlier:
+        _, path, m = earlier[0]
+        # the annotation loop's calls are the judge's: another judge's say nothing about this one's
+        usage = {stage: u.model_dump() for stage, u in m.usage.items()
+                 if stage != "annotation_instruction" or m.settings.judge == settings.judge}
+        source = f"the usage of an earlier compile of this task with the same generator ({path})"
+    attempts = settings.max_attempts if cls.refines else 1
+    estimate = compile_estimate(attempts=attempts, calls=calls, graded=graded,
+                                embedded=embedded_name(generator.model) is not None,
+                                what=f"compile {spec.name} ({strategy}, {settings.judge} judge, {len(calls)} stages)",
+                                usage=usage, usage_source=source)
+    if strategy == "gepa":
+        estimate.notes.append("gepa: dspy.GEPA's search on a stage's trials (its budget of metric calls) comes on top")
+    return estimate
+
+
+def _same_generator(record: LMRecord, spec: LMSpec) -> bool:
+    """Whether a manifest's generator is the model ``spec`` names (an embedded one by its registry name or file)."""
+    name = embedded_name(spec.model)
+    if name is None:
+        return record.model == spec.model
+    return (record.embedded or {}).get("name") in (name, Path(name).name)

@@ -20,8 +20,10 @@ def _args(*flags: str):
 def test_the_command_line_without_flags_gives_the_configs_defaults():
     config = config_from_args(_args())
     assert config == ProduceConfig()
-    assert (config.top_k, config.queries_per_doc, config.concurrency, config.retry_temperature) == (20, 4, 4, 0.7)
+    assert (config.top_k, config.queries_per_doc, config.retry_temperature) == (20, 4, 0.7)
+    # open until the run knows its artifact and engine: 10 documents for a new store, 1 call in flight embedded
     assert config.docs is None and config.chunk_size is None and config.candidates is None
+    assert config.concurrency is None
 
 
 def test_every_flag_lands_in_its_field():
@@ -35,7 +37,7 @@ def test_every_flag_lands_in_its_field():
                                    candidates="bm25-translated", retry_failed=True, retry_temperature=0.3,
                                    timeout=9.0, retries=1, api_key_env="K", artifact_key_env="T", index_dir="ix",
                                    corpus_format="tsv", ray=RayOptions(address="auto", workers=2), progress=False)
-    assert config_from_args(_args("--docs", "all")).docs is None
+    assert config_from_args(_args("--docs", "all")).docs == "all"
     with pytest.raises(ConfigError, match="--ray-workers needs --ray"):
         config_from_args(_args("--ray-workers", "2"))
 
@@ -44,9 +46,11 @@ def test_the_help_shows_the_configs_defaults(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["produce", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for name in ("top_k", "queries_per_doc", "concurrency", "retry_temperature"):
+    for name in ("top_k", "queries_per_doc", "retry_temperature"):
         field = ProduceConfig.model_fields[name]
         assert f"{field.description} (default {field.default})" in text
+    for name in ("docs", "concurrency"):  # defaults that depend on the run: the description says them
+        assert ProduceConfig.model_fields[name].description in text
 
 
 @pytest.mark.parametrize(("values", "field"), [({"concurrency": 0}, "concurrency"), ({"top_k": True}, "top_k"),

@@ -11,8 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, CandidateSource, EncoderSpec, TaskDefinition
+from syntra_dspy.judging.settings import JudgeMode
 from syntra_dspy.programs.validation import NEAR_DUPLICATE
+from syntra_dspy.task import TASK_NAME_MAX, TASK_NAME_PATTERN, CandidateSource, EncoderSpec, TaskDefinition
 
 
 class _Open(BaseModel):
@@ -33,6 +34,7 @@ class ManifestSettings(_Open):
     chunk_size: int = Field(4, ge=1)
     selection_tau: float = Field(0.6, gt=0, le=1)
     seed: int = 42
+    judge: JudgeMode = "written"  # artifacts from before the graded judge record none
 
 
 class CorpusRecord(_Open):
@@ -102,6 +104,7 @@ class StageUsage(_Open):
     cached: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    seconds: float = 0.0
 
 
 class SampleRecord(_Open):
@@ -116,6 +119,7 @@ class Manifest(_Open):
     schema_version: int
     version: str
     program_id: str | None = None  # absent in artifacts written before each compile got its own record
+    created_at: str | None = None
     task: str = Field(pattern=TASK_NAME_PATTERN, max_length=TASK_NAME_MAX)
     prompts: dict[str, PromptRecord]
     task_definition: TaskDefinition

@@ -262,21 +262,27 @@ def sign(path: str | Path, key_env: str) -> Path:
     return sign_artifact(path, CHECKSUMS, key_env)
 
 
-def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
-    rows = []
-    for manifest_path in sorted(Path(root).glob("*/*/manifest.json")):
+def manifests(root: str | Path, task: str = "*") -> list[tuple[Path, Manifest]]:
+    """The artifacts under ``root`` (of ``task``, or every task) with their manifests, by folder; not verified
+    (``verify`` does that), and a folder whose manifest does not read is left out (``verify`` says why)."""
+    found = []
+    for manifest_path in sorted(Path(root).glob(f"{task}/*/manifest.json")):
         try:
             m = json.loads(manifest_path.read_text(encoding="utf-8"))
-            check_manifest(m, path=manifest_path, steps=STEP_NAMES, added=LATER_STEPS)
-        except (OSError, ValueError, ArtifactError):  # not an artifact, or a malformed one: `verify` says why
+            found.append((manifest_path.parent, check_manifest(m, path=manifest_path, steps=STEP_NAMES,
+                                                              added=LATER_STEPS)))
+        except (OSError, ValueError, ArtifactError):
             continue
-        loops = {h["name"]: h for h in m.get("history", [])}
-        rows.append({
-            "task": m.get("task"), "version": m.get("version"), "program_id": m.get("program_id") or m.get("version"),
-            "created_at": m.get("created_at"),
-            "strategy": m.get("strategy"), "path": str(manifest_path.parent),
-            "passed": ",".join(f"{n}={'y' if h.get('passed') else 'n'}" for n, h in loops.items()),
-        })
+    return found
+
+
+def list_artifacts(root: str | Path) -> list[dict[str, Any]]:
+    rows = []
+    for path, m in manifests(root):
+        loops = {h.name: h for h in m.history}
+        rows.append({"task": m.task, "version": m.version, "program_id": m.program_identity,
+                     "created_at": m.created_at, "strategy": m.strategy, "path": str(path),
+                     "passed": ",".join(f"{n}={'y' if h.passed else 'n'}" for n, h in loops.items())})
     return rows
 
 

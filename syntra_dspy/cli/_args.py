@@ -20,14 +20,20 @@ def positive_int(value: str) -> int:
     return number
 
 
-def positive_int_or_all(value: str) -> int | None:
-    """argparse type: a positive integer, or 'all' (None: no limit)."""
-    if value.strip().lower() in {"all", "none"}:
-        return None
+def count_or_all(value: str) -> int | str:
+    """argparse type: a positive integer, or 'all' (kept as the string: "every one", distinct from not given)."""
+    if value.strip().lower() == "all":
+        return "all"
     try:
         return positive_int(value)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {value!r}") from None
+
+
+def positive_int_or_all(value: str) -> int | None:
+    """argparse type: a positive integer, or 'all' (or 'none'; None: no limit)."""
+    count = count_or_all("all" if value.strip().lower() == "none" else value)
+    return None if count == "all" else int(count)
 
 
 def _finite(value: str) -> float:

@@ -53,7 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_human_label_flags(p)
     p.add_argument("--out", default="artifacts", help="artifact root (default: artifacts/)")
     add_compile_flags(p)
-    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the planned LM calls, prompt and generated tokens per stage and the expected time "
+                        "(stages x attempts x trials), then stop before any LM call")
+    p.add_argument("--json", action="store_true", help="print the outcome (or the --dry-run plan) as JSON")
     p.set_defaults(func=run)
 
 
@@ -91,6 +94,25 @@ def settings_from_args(args: argparse.Namespace) -> CompileSettings:
         flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a setting"
         raise ConfigError(f"{first['msg']}, got {first.get('input')!r}", field=flag,
                           hint=f"see `syntra compile --help` for {flag}") from None
+
+
+def check_used(args: argparse.Namespace, settings: CompileSettings) -> None:
+    """Refuse a setting that would do nothing under the judge this compile makes, rather than ignore it silently."""
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.optimizers import STRATEGIES
+
+    judge = STRATEGIES[args.strategy].settings_for(settings).judge
+    if judge == "graded" and args.chunk_size is not None:
+        raise ConfigError(f"--chunk-size {args.chunk_size} would do nothing: the graded judge grades one candidate "
+                          "per call (chunks are the written judge's)", field="chunk-size",
+                          hint="drop --chunk-size, or compile the written judge with --judge-mode written")
+    tuning = ["--" + name.replace("_", "-") for name in ("judge_feature", "judge_kappa_target", "judge_recall_target")
+              if getattr(args, name) is not None]
+    if judge == "written" and tuning:
+        graded = " or ".join(name for name, cls in STRATEGIES.items() if "graded" in cls.judges)
+        raise ConfigError(f"{', '.join(tuning)} would do nothing: they tune the graded judge's calibration, and this "
+                          f"compile makes the written judge", field="judge-mode",
+                          hint=f"drop them, or compile the graded judge: --judge-mode graded with --strategy {graded}")
 
 
 def lm_timeout(args: argparse.Namespace) -> float | None:
@@ -131,7 +153,16 @@ def run(args: argparse.Namespace) -> int:
 
             raise ConfigError("--human-feedback and --record-feedback belong to --strategy human")
         extra.update({"feedback": args.human_feedback, "record": args.record_feedback})
-    artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings_from_args(args),
+    settings = settings_from_args(args)
+    check_used(args, settings)
+    if args.dry_run:
+        from syntra_dspy.compiler import plan_compile
+
+        plan = plan_compile(args.task, strategy=args.strategy, out=args.out, settings=settings,
+                            lm_overrides=lm_overrides(args))
+        print(json.dumps(plan.to_dict(), indent=2) if args.json else "\n".join(plan.lines()))
+        return 0
+    artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings,
                             lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args),
                             encoder=args.encoder, index_dir=args.index_dir,
                             optimizer_kwargs=extra)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import get_args
 
-from syntra_dspy.cli._args import positive_int, positive_int_or_all, positive_seconds, temperature
+from syntra_dspy.cli._args import count_or_all, positive_int, positive_seconds, temperature
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.settings import CASCADE_MODES
 from syntra_dspy.production.config import ProduceConfig
@@ -20,7 +20,7 @@ from syntra_dspy.task import CandidateSource
 # from the field, so ProduceConfig is the one source; the argparse type only refuses a malformed value early.
 _SETTINGS = (
     ("--corpus-format", "corpus_format", {"choices": FORMATS}),
-    ("--docs", "docs", {"type": positive_int_or_all, "metavar": "N"}),
+    ("--docs", "docs", {"type": count_or_all, "metavar": "N|all"}),
     ("--queries-per-doc", "queries_per_doc", {"type": positive_int, "metavar": "k"}),
     ("--top-k", "top_k", {"type": positive_int, "metavar": "K"}),
     ("--chunk-size", "chunk_size", {"type": positive_int, "metavar": "c"}),
@@ -82,7 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ray-workers", type=positive_int, default=None, metavar="N",
                    help="Ray document workers (default: one per CPU of the cluster, at most --concurrency)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the documents left, the planned LM calls, prompt and generated tokens per stage and "
+                        "the expected time (from the run store's own figures when resuming, else measured ones of "
+                        "the embedded engine), then stop before loading or calling any model; the store is only read")
+    p.add_argument("--json", action="store_true", help="print the summary (or the --dry-run plan) as JSON")
     p.set_defaults(func=run)
 
 
@@ -99,6 +103,13 @@ def config_from_args(args: argparse.Namespace) -> ProduceConfig:
 def run(args: argparse.Namespace) -> int:
     from syntra_dspy.production import produce
 
+    if args.dry_run:
+        from syntra_dspy.production.dry_run import plan_production
+
+        plan = plan_production(args.artifact, args.store, config_from_args(args), corpus=args.corpus,
+                               generator=args.generator)
+        print(json.dumps(plan.to_dict(), indent=2) if args.json else "\n".join(plan.lines()))
+        return 0
     summary = produce(args.artifact, args.store, config_from_args(args), corpus=args.corpus,
                       generator=args.generator, encoder=args.encoder)
     if args.json:

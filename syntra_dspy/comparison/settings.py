@@ -67,7 +67,8 @@ class DownstreamOptions(SettingsModel):
         "while compiling)"))
     docs: int = Field(50, ge=1, strict=True, description="documents each strategy produces from")
     queries_per_doc: int = Field(2, ge=1, strict=True, description="queries per document")
-    concurrency: int = Field(4, ge=1, strict=True, description="LM calls in flight while producing")
+    concurrency: int | None = Field(None, ge=1, strict=True, description=(
+        "LM calls in flight while producing (default: what the generator's engine serves, as in syntra produce)"))
     measure: str = Field("nDCG@10", description=(
         "ir_measures measure that ranks the strategies when --downstream runs (default nDCG@10; e.g. nDCG@20)"))
     train: Any = Field(None, description="training settings, a TrainConfig (None: the paper's recipe)")

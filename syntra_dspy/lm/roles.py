@@ -226,6 +226,25 @@ def _override(spec: LMSpec, flag: str | Sequence[str]) -> LMSpec:
                                    "schema_form": form, "cooldown": cooldown})
 
 
+def role_specs(spec: LMRolesSpec | None = None, overrides: dict[str, str | list[str]] | None = None,
+               timeout: float | None = None) -> dict[str, LMSpec]:
+    """Each role's settings, nothing built: verifier and refiner default to the generator; ``overrides`` are CLI
+    flags and ``timeout`` (a ``--timeout`` flag, total seconds per request) applies to every served role."""
+    spec = spec or LMRolesSpec()
+    overrides = dict(overrides or {})
+    for role in overrides:
+        _check_role(role)
+    given = {"generator": spec.generator, "verifier": spec.verifier, "refiner": spec.refiner}
+    specs: dict[str, LMSpec] = {}
+    for role in ROLES:  # generator first: a role without its own spec follows the (overridden) generator
+        base = given[role] or specs["generator"]
+        flag = overrides.get(role)
+        specs[role] = _override(base, flag) if flag else base
+        if timeout is not None and embedded_name(specs[role].model) is None:
+            specs[role] = specs[role].model_copy(update={"timeout": LMTimeout.model_validate(timeout)})
+    return specs
+
+
 @dataclass
 class LMRoles:
     """The generator, verifier and refiner LMs, plus the specs they were built from (for manifests)."""
@@ -238,20 +257,8 @@ class LMRoles:
     @classmethod
     def from_spec(cls, spec: LMRolesSpec | None = None, overrides: dict[str, str | list[str]] | None = None,
                   timeout: float | None = None) -> LMRoles:
-        """Build all roles; verifier and refiner default to the generator; ``overrides`` are CLI flags and
-        ``timeout`` (a ``--timeout`` flag, total seconds per request) applies to every served role."""
-        spec = spec or LMRolesSpec()
-        overrides = dict(overrides or {})
-        for role in overrides:
-            _check_role(role)
-        given = {"generator": spec.generator, "verifier": spec.verifier, "refiner": spec.refiner}
-        specs: dict[str, LMSpec] = {}
-        for role in ROLES:  # generator first: a role without its own spec follows the (overridden) generator
-            base = given[role] or specs["generator"]
-            flag = overrides.get(role)
-            specs[role] = _override(base, flag) if flag else base
-            if timeout is not None and embedded_name(specs[role].model) is None:
-                specs[role] = specs[role].model_copy(update={"timeout": LMTimeout.model_validate(timeout)})
+        """Build all roles (:func:`role_specs` says from what)."""
+        specs = role_specs(spec, overrides, timeout)
         lms = {role: build_lm(specs[role], role=role) for role in ROLES}
         return cls(**lms, specs=specs)
 

@@ -72,6 +72,7 @@ class GEPAStrategy(Strategy):
     # The written-label judge only: GEPA rewrites the written-label annotate step; the graded judge's grade step is
     # read for probabilities and calibrated on trials, which GEPA does not run.
     judges = ("written",)
+    refines = False  # GEPA's own search a stage, no attempt loop
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: InstructionAuthor | None = None, gepa: GEPASettings | dict[str, Any] | None = None,

@@ -23,6 +23,7 @@ class NoRefinement(Strategy):
     strategy = "none"
     # The written-label judge only: the graded judge's calibration is fitted on trials, and none are run here.
     judges = ("written",)
+    refines = False  # one draft a stage, no attempt loop
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: InstructionAuthor | None = None, metrics: Mapping[str, StageMetric] | None = None) -> None:

@@ -19,6 +19,7 @@ from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.judge import JUDGE_MODES, JudgeMode, judge_mode
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.metric import StageMetric, check_metrics
+from syntra_dspy.optimizers.progress import CompileProgress
 from syntra_dspy.optimizers.report import CompileReport, LoopReport
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.optimizers.stages import Stage, TrialMaterial
@@ -38,6 +39,11 @@ class Strategy(Teleprompter, ABC):
     #: The judges this strategy can compile; the first is the one it compiles when ``settings.judge`` is left at
     #: its default.
     judges: ClassVar[tuple[JudgeMode, ...]] = JUDGE_MODES
+    #: Whether a stage runs the refinement loop (up to ``max_attempts`` attempts); else one draft or search a stage.
+    refines: ClassVar[bool] = True
+    #: Whether the compile's progress may show a bar and log while an attempt runs (not while a person reviews at
+    #: the terminal); a line after every attempt is logged either way.
+    live_progress: ClassVar[bool] = True
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: InstructionAuthor | None = None, metrics: Mapping[str, StageMetric] | None = None) -> None:
@@ -100,9 +106,16 @@ class Strategy(Teleprompter, ABC):
                                    max_retries=student.max_retries, max_doc_chars=self.settings.max_doc_chars,
                                    near_duplicate=self.settings.near_duplicate)
         loops: list[LoopReport] = []
-        for stage in self.stages(tools, material, infer_definition=student.state.task_definition is None):
-            program, report = self.drive(stage, program)
-            loops.append(report)
+        stages = self.stages(tools, material, infer_definition=student.state.task_definition is None)
+        attempts = self.settings.max_attempts if self.refines else 1
+        tools.progress = CompileProgress([stage.name for stage in stages], attempts, meter=self.meter,
+                                         live=self.live_progress)
+        with tools.progress:
+            for stage in stages:
+                tools.progress.stage_started(stage.name)
+                program, report = self.drive(stage, program)
+                tools.progress.stage_done(min(len(report.attempts), attempts))
+                loops.append(report)
         compiled = judge_mode(program)
         if compiled != self.settings.judge:  # the graded loop fitted no calibration: no known positive was graded
             logger.warning("no judge calibration could be fitted (no known positive was graded): the program "

@@ -12,17 +12,26 @@ descriptions are the command line's help, and the config crosses to Ray workers 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
+from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.settings import CascadeMode
 from syntra_dspy.production.ray_cluster import RayOptions
 from syntra_dspy.retrieval.corpus import CorpusFormat
 from syntra_dspy.settings_model import SettingsModel
 from syntra_dspy.task import CandidateSource
+
+#: Documents a new run store plans when ``docs`` is not given: enough to see the records and the pace, never the
+#: whole corpus by surprise (SciFact's 5,183 documents take weeks on the embedded model). ``docs="all"`` asks for it.
+DEFAULT_DOCS = 10
+#: LM calls in flight when ``concurrency`` is not given: the embedded engine answers one call at a time (more only
+#: interleave documents, and a call no longer continues its document's cached prompt); a server batches them.
+EMBEDDED_CONCURRENCY, SERVED_CONCURRENCY = 1, 4
 
 
 class ProduceConfig(SettingsModel):
@@ -33,8 +42,9 @@ class ProduceConfig(SettingsModel):
     command: ClassVar[str] = "syntra produce"
 
     # what each document yields (recorded in the run store: a resumed run must keep them)
-    docs: int | None = Field(None, ge=1, strict=True, description=(
-        "documents to select (default 'all': every document the diverse selection keeps); a later run may raise it"))
+    docs: Annotated[int, Field(ge=1, strict=True)] | Literal["all"] | None = Field(None, description=(
+        f"documents to select (default: {DEFAULT_DOCS} for a new run store, its plan for a resumed one; 'all': "
+        "every document the diverse selection keeps); a later run may raise it"))
     queries_per_doc: int = Field(4, ge=1, strict=True, description="queries per document")
     top_k: int = Field(20, ge=1, strict=True, description="candidates retrieved per query (at most the corpus)")
     chunk_size: int | None = Field(None, ge=1, strict=True, description=(
@@ -61,7 +71,10 @@ class ProduceConfig(SettingsModel):
     artifact_key_env: str | None = Field(None, description=(
         "accept only an artifact signed with the team key in this environment variable (`syntra artifacts sign`)"))
     # how the generator is called
-    concurrency: int = Field(4, ge=1, strict=True, description="LM calls in flight")
+    concurrency: int | None = Field(None, ge=1, strict=True, description=(
+        f"LM calls in flight (default: {EMBEDDED_CONCURRENCY} with the embedded engine, which answers one call at a "
+        f"time; {SERVED_CONCURRENCY} with a served model, which batches them (raise it for a large server), or on "
+        "Ray, where it bounds the workers)"))
     api_key_env: str | None = Field(None, description="environment variable holding the server's key")
     # ``timeout`` and ``retries`` join the generator's settings, whose model (``LMSpec``) holds their bounds
     timeout: float | None = Field(None, description=(
@@ -83,7 +96,32 @@ class ProduceConfig(SettingsModel):
     @property
     def max_errors(self) -> int:
         """Documents in a row that may fail on the backend before the run stops."""
-        return self.max_consecutive_errors or max(10, 2 * self.concurrency)
+        return self.max_consecutive_errors or max(10, 2 * (self.concurrency or SERVED_CONCURRENCY))
+
+    def with_concurrency(self, embedded: bool) -> ProduceConfig:
+        """This config with ``concurrency`` resolved for the generator: as given, else what the engine serves."""
+        if self.concurrency is not None:
+            return self
+        default = EMBEDDED_CONCURRENCY if embedded and self.ray is None else SERVED_CONCURRENCY
+        return self.model_copy(update={"concurrency": default})
+
+    def plan_target(self, selection: Mapping[str, Any] | None, *, store: str | Path | None = None
+                    ) -> tuple[int | None, bool]:
+        """How many documents the run plans (None: every one the diverse selection keeps) and whether the selection
+        must run (again). ``selection``: the run store's record of its plan (``target``, ``count``), None for a new
+        store. A new store plans ``docs``, else :data:`DEFAULT_DOCS`; a resumed one keeps its plan unless ``docs``
+        asks for more and its last selection was not exhausted; fewer than it plans is an error."""
+        docs = None if self.docs == "all" else self.docs
+        if selection is None:
+            return (DEFAULT_DOCS if self.docs is None else docs), True
+        count = selection["count"]
+        if self.docs is None:
+            return count, False
+        if docs is not None and docs < count:
+            raise ConfigError(f"this run store already plans {count} documents, more than --docs {docs}", path=store,
+                              field="docs", hint=f"omit --docs or pass --docs {count} or more")
+        exhausted = selection["target"] is None or count < selection["target"]
+        return docs, not (exhausted or docs == count)
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready, for logs and reports (the Ray address masked)."""

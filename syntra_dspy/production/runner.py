@@ -161,17 +161,16 @@ def _absolute_corpus(store: RunStore, meta: dict[str, Any], inputs: ProductionIn
         store.set_meta(settings={**settings, "corpus": {**corpus, "path": absolute}})
 
 
-def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:
-    """Diversity-aware selection (as in compile), run once and stored; ``docs`` may grow on a later run."""
+def _plan(store: RunStore, inputs: ProductionInputs, config: ProduceConfig) -> int | None:
+    """Diversity-aware selection (as in compile), run once and stored; ``docs`` may grow on a later run. Returns
+    the target planned for (None: every document the selection keeps)."""
     meta = store.meta()
-    sel = meta.get("selection")
-    if sel is not None:
-        exhausted = sel["target"] is None or sel["count"] < sel["target"]
-        if docs is not None and docs < sel["count"]:
-            raise ConfigError(f"this run store already plans {sel['count']} documents, more than --docs {docs}",
-                              path=store.path, field="docs", hint=f"omit --docs or pass --docs {sel['count']} or more")
-        if exhausted or (docs is not None and docs == sel["count"]):
-            return
+    docs, select = config.plan_target(meta.get("selection"), store=store.path)
+    if not select:
+        return docs
+    if config.docs is None:
+        logger.info("a new run store plans %d documents (the default; --docs N for more, --docs all for every "
+                    "document the diverse selection keeps of the corpus's %d)", docs, len(inputs.corpus))
     settings = meta["settings"]
     selected = inputs.context.select(target=docs, tau=settings["selection_tau"], seed=settings["seed"])
     planned = store.planned()
@@ -181,6 +180,7 @@ def _plan(store: RunStore, inputs: ProductionInputs, docs: int | None) -> None:
     added = store.plan(selected)
     store.set_meta(selection={"target": docs, "count": len(selected)})
     logger.info("planned %d documents (%d new) by diverse selection", len(selected), added)
+    return docs
 
 
 def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig | None = None, *,
@@ -198,9 +198,11 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
     Refuses an artifact that does not verify and a store started with other settings. Documents already
     done are kept and never redone; documents that failed on the backend are retried; those whose LM
     output stayed invalid (and partial ones) only with ``retry_failed``, sampled afresh at ``retry_temperature``
-    (the artifact's temperature, usually 0, would give the same answers again). ``docs=None`` takes every document
-    the diverse selection keeps. Raises ``ProductionAborted`` when ``max_consecutive_errors`` documents in a
-    row fail on the backend (default ``max(10, 2 * concurrency)``); what finished is kept. With
+    (the artifact's temperature, usually 0, would give the same answers again). ``docs`` (default: 10 for a new run
+    store, the stored plan for a resumed one) may be ``"all"``: every document the diverse selection keeps.
+    ``concurrency`` defaults to what the engine serves: 1 call at a time for the embedded engine, 4 for a server.
+    Raises ``ProductionAborted`` when ``max_consecutive_errors`` documents in a row fail on the backend (default
+    ``max(10, 2 * concurrency)``); what finished is kept. With
     ``artifact_key_env``, only an artifact signed with the team key in that variable is accepted. ``timeout``
     (total seconds per request) and ``retries`` bound every call to a served generator. With ``ray``, the
     documents run on Ray workers (``concurrency`` calls in flight across them) and this process alone writes
@@ -220,6 +222,8 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
         inputs = load_inputs(artifact_path, config, corpus=corpus, encoder=encoder, context=context)
         lm, generator_info = resolve_generator(inputs.artifact.meta, generator, config.api_key_env,
                                                timeout=config.timeout, retries=config.retries)
+        config = config.with_concurrency(embedded=bool(generator_info.get("embedded")))
+        _warn_unused(config)
         plan = None
         if ray_module is None:
             prepare_lm(lm)
@@ -236,10 +240,10 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
         run = _open_run(Path(store), inputs, generator_info)
         run.set_meta(judge=judge.describe())
         try:
-            _plan(run, inputs, config.docs)
+            target = _plan(run, inputs, config)
             todo = run.todo(retry_failed=config.retry_failed)
             session = run.begin_session(concurrency=config.concurrency, generator=generator_info, options={
-                "docs": config.docs, "retry_failed": config.retry_failed,
+                "docs": "all" if target is None else target, "retry_failed": config.retry_failed,
                 "retry_temperature": config.retry_temperature,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
                 **({"ray": ray.describe()} if ray is not None else {})})
@@ -257,6 +261,14 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
             return _summary(run, inputs, session, status, processed, seconds)
         finally:
             run.close()
+
+
+def _warn_unused(config: ProduceConfig) -> None:
+    """Say which given settings do nothing in this run, rather than ignore them silently (the embedded engine
+    already refuses the served generator's settings)."""
+    if "retry_temperature" in config.model_fields_set and not config.retry_failed:
+        logger.warning("--retry-temperature applies to documents redone with --retry-failed; without it nothing is "
+                       "sampled at that temperature")
 
 
 def documents_in_flight(lm: dspy.LM, concurrency: int) -> int:

@@ -21,6 +21,7 @@ from syntra_dspy.artifacts import Artifact, load_artifact, render_prompts
 from syntra_dspy.retrieval.corpus import Corpus, read_corpus
 from syntra_dspy.retrieval.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError, DependencyError
+from syntra_dspy.judging.judge import judge_mode
 from syntra_dspy.retrieval.index import CorpusIndex
 from syntra_dspy.lm.llamacpp.models import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
@@ -142,17 +143,23 @@ def load_inputs(artifact_path: str | Path, config: ProduceConfig | None = None, 
                           path=index.path, hint="delete the cached index folder so it is rebuilt")
     if docs.fingerprint != fps.corpus:
         logger.info("producing over %s, not the corpus the artifact was compiled on", docs.source)
-    return ProductionInputs(artifact, context, unit_settings(config, meta, len(docs)))
+    return ProductionInputs(artifact, context, unit_settings(config, artifact, len(docs)))
 
 
-def unit_settings(config: ProduceConfig, meta: Manifest, documents: int) -> UnitSettings:
+def unit_settings(config: ProduceConfig, artifact: Artifact, documents: int) -> UnitSettings:
     """What each document yields in this run: the config's settings, the artifact's where the config leaves them
-    open (chunk size, candidate source), ``top_k`` capped at the corpus's ``documents``."""
+    open (chunk size, candidate source), ``top_k`` capped at the corpus's ``documents``. A chunk size is refused
+    for an artifact whose graded judge grades one candidate per call: it would do nothing."""
+    meta = artifact.meta
     top_k = config.top_k
     if top_k > documents:  # retrieval cannot return more; an absurd value must not reach a C library as is
         logger.warning("top_k (--top-k) %d is more than the corpus's %d documents: every query retrieves all %d",
                        top_k, documents, documents)
         top_k = documents
+    if config.chunk_size is not None and judge_mode(artifact.program) == "graded":
+        raise ConfigError(f"--chunk-size {config.chunk_size} would do nothing: this artifact's graded judge grades "
+                          "one candidate per call (chunks are the written judge's)", field="chunk_size",
+                          hint="drop --chunk-size")
     chunk = config.chunk_size if config.chunk_size is not None else meta.settings.chunk_size
     source = config.candidates if config.candidates is not None else meta.task_spec.candidates
     return UnitSettings(config.queries_per_doc, top_k, chunk, source)
@@ -244,13 +251,16 @@ def candidates_record(inputs: ProductionInputs) -> dict[str, Any]:
     return record
 
 
+def unit_identity(artifact: Artifact, settings: UnitSettings) -> dict[str, Any]:
+    """The part of :func:`run_identity` known before the corpus is encoded: the artifact and the unit settings."""
+    return {"artifact_checksum": artifact.checksum, "queries_per_doc": settings.queries_per_doc,
+            "top_k": settings.top_k, "chunk_size": settings.chunk_size, "candidates": settings.candidates}
+
+
 def run_identity(inputs: ProductionInputs) -> dict[str, Any]:
     """What a resumed run (and every Ray worker) must share with the first session, or its records would differ."""
-    art, s = inputs.artifact, inputs.settings
     return {
-        "artifact_checksum": art.checksum,
-        "queries_per_doc": s.queries_per_doc, "top_k": s.top_k, "chunk_size": s.chunk_size,
-        "candidates": s.candidates,
+        **unit_identity(inputs.artifact, inputs.settings),
         "corpus_fingerprint": inputs.corpus.fingerprint, "encoder": inputs.encoder.id,
         "index_fingerprint": inputs.index.fingerprint,
     }
