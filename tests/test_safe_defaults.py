@@ -5,6 +5,7 @@ that would do nothing are refused or named, and --dry-run says what a compile or
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import logging
 import re
@@ -28,6 +29,7 @@ from syntra_dspy.estimate import (
     measured_per_call,
     produce_estimate,
 )
+from syntra_dspy.optimizers.progress import CompileProgress
 from syntra_dspy.production import RunStore, produce
 from syntra_dspy.production.config import DEFAULT_DOCS, ProduceConfig
 from syntra_dspy.testing import SyntraBrain, scripted_lm
@@ -276,6 +278,33 @@ def test_the_documented_figures_are_the_committed_measurements(tmp_path):
                                                              rel=0.01)
 
 
+# --- the compile's progress line ------------------------------------------------------------------------------
+
+
+def test_the_compile_progress_line_gives_the_stage_attempt_and_an_upper_bound_of_time_left():
+    now = [0.0]
+    progress = CompileProgress(["idattr", "query_instruction", "annotation_instruction"], 3, clock=lambda: now[0])
+    assert "starting" in progress.line() and "no attempt finished yet" in progress.line()
+    progress.stage_started("idattr")
+    now[0] = 120.0
+    progress.attempt_done()
+    progress.stage_done(1)  # passed at once: its two other attempts are not needed
+    line = progress.line()
+    assert "1 of at most 7 attempts done in 2 min" in line and "at most about 12 min left" in line, line
+    progress.stage_started("query_instruction")
+    assert "stage 2/3 query_instruction, attempt 1/3" in progress.line()
+
+
+def test_a_compile_logs_its_progress(tmp_path, caplog):
+    from helpers import compile_mini
+
+    with caplog.at_level(logging.INFO, logger="syntra_dspy.optimizers.progress"):
+        compile_mini(tmp_path)
+    lines = [r.getMessage() for r in caplog.records if r.name == "syntra_dspy.optimizers.progress"]
+    assert lines and all(line.startswith("compile: stage") for line in lines)
+    assert any("left" in line or "no attempt left" in line for line in lines)
+
+
 def test_a_compile_dry_run_reads_an_earlier_compile_of_the_task_with_the_same_generator(tmp_path, monkeypatch,
                                                                                            capsys):
     from helpers import compile_mini
@@ -290,3 +319,22 @@ def test_a_compile_dry_run_reads_an_earlier_compile_of_the_task_with_the_same_ge
                              f"({artifact.path})")
     assert main(["compile", str(MINI_TASK), "--dry-run", "--json", "--out", out]) == 0  # another generator
     assert json.loads(capsys.readouterr().out)["basis"].startswith("the manifests of artifacts/scifact-sample")
+
+
+def test_the_compile_bar_counts_attempts_and_drops_those_not_needed(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    with CompileProgress(["idattr", "query_instruction"], 3) as progress:
+        progress.stage_started("idattr")
+        progress.attempt_done()
+        progress.stage_done(1)
+        assert (progress._bar.n, progress._bar.total) == (1, 4)
+        progress.stage_started("query_instruction")
+        assert "stage 2/2 query_instruction, attempt 1/3" in terminal.getvalue()
+    assert "compile" in terminal.getvalue() and "attempt" in terminal.getvalue()
+    with CompileProgress(["idattr"], 3, live=False) as quiet:  # a person reviews at the terminal
+        assert quiet._bar is None and quiet._thread is None

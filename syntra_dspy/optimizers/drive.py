@@ -30,8 +30,10 @@ def refine_until_pass(stage: Stage, program: SynthesisProgram, *, review: Review
     initial = drafted(stage, program)
     stage.prepare(initial)
     s = stage.settings
+    progress = stage.tools.progress
     loop = RefinementLoop(stage.name, generate=stage.trial, evaluate=stage.metric, refine=stage.refine,
                           describe=stage.describe, max_attempts=s.max_attempts, keep=s.keep,
-                          threshold=stage.threshold, meter=stage.tools.meter, review=review)
+                          threshold=stage.threshold, meter=stage.tools.meter, review=review,
+                          on_attempt=progress.attempt_done if progress is not None else None)
     attempt, outputs, report = loop.run(initial)
     return stage.adopt(program, attempt, outputs), report

@@ -161,6 +161,7 @@ class HumanCalibration(Strategy):
     """
 
     strategy = "human"
+    live_progress = False  # the terminal is the reviewer's
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
                  author: Any = None, feedback: str | Path | None = None, record: str | Path | None = None,

@@ -1,4 +1,5 @@
-"""What every test-mode stage works with: its LM roles, the authoring predictors, the usage meter, the settings.
+"""What every test-mode stage works with: its LM roles, the authoring predictors, the usage meter, the settings,
+the compile's progress.
 
 One ``StageTools`` per compile is shared by the stages, so an LM call is made the same way whichever stage or
 strategy makes it, and what is costly to build (BM25 over the corpus, the graded query verifier) is built once.
@@ -15,6 +16,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from syntra_dspy.errors import ConfigError, LMOutputError
+from syntra_dspy.optimizers.progress import CompileProgress
 from syntra_dspy.optimizers.query_rating import QueryRater
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.optimizers.text import clean_text
@@ -34,6 +36,7 @@ class StageTools:
         self.settings, self.lms, self.meter = settings, lms, meter
         self.author = author or InstructionAuthor()
         self._rater: QueryRater | None = None
+        self.progress: CompileProgress | None = None  # the compile's, set by the strategy that runs the stages
         self._lexical: tuple[Any, LexicalSourceRank | None] | None = None
 
     def call(self, name: str, *, sample: int = 0, **inputs: Any) -> dspy.Prediction:

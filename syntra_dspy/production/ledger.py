@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Self
 
 from syntra_dspy.errors import SyntraError
+from syntra_dspy.estimate import duration
 from syntra_dspy.production.pipeline import describe_error
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.production.store_file import storage_error
@@ -89,21 +90,13 @@ class Progress:
         else:
             pace = f"{1 / per_doc:.2f}/s" if per_doc <= 1 else f"{per_doc:.0f} s/doc"
         if 0 < done < self.total:
-            pace += f", about {_duration((self.total - done) * per_doc)} left"
+            pace += f", about {duration((self.total - done) * per_doc)} left"
         return (f"progress: {done}/{self.total} documents ({pace}), "
                 f"{c['calls'] / seconds:.1f} calls/s, {c['tokens'] / seconds:.0f} tokens/s, "
                 f"{c['records']} records, {c['failures']} failures")
 
     def close(self) -> None:
         self.bar.close()
-
-
-def _duration(seconds: float) -> str:
-    """``42 s``, ``7 min``, ``3 h 05 min``: a run's time left as a person reads it."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 class RunLedger:
