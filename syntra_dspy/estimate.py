@@ -5,8 +5,8 @@ from the settings; the figures per call come from measurements, in this order: t
 run: this machine, this engine, this task), an earlier artifact of the same task made with the same generator (a
 compile), else the figures below, measured with the embedded model (qwen2.5-coder-1.5b, GGUF Q4_K_M) on 2 CPU cores
 and read off what the project keeps (``tests/test_safe_defaults.py`` recomputes them from those files). Hosts
-differ: the SciFact store's sessions ran from ~100 to ~450 s a document, so a documented time is an estimate, not a
-promise. Nothing here loads a model or calls one.
+differ: the SciFact store's documents took ~100 s of LM time each on its fastest host and ~290 s on average, so a
+documented time is an estimate, not a promise. Nothing here loads a model or calls one.
 """
 
 from __future__ import annotations
