@@ -23,7 +23,7 @@ from syntra_dspy.retrieval.encoder import Encoder, load_encoder
 from syntra_dspy.errors import ArtifactError, ConfigError, DependencyError
 from syntra_dspy.judging.judge import judge_mode
 from syntra_dspy.retrieval.index import CorpusIndex
-from syntra_dspy.lm.llamacpp.models import EMBEDDED_MODELS
+from syntra_dspy.models.registry import EMBEDDED_MODELS
 from syntra_dspy.lm.roles import EMBEDDED, build_lm, describe_lm, parse_lm_flags, sanitize_api_base
 from syntra_dspy.redact import redact
 from syntra_dspy.artifacts.manifest import CorpusRecord, EncoderRecord, Manifest
