@@ -12,7 +12,7 @@ from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.cli import build_parser
 from syntra_dspy.cli.produce_cmd import config_from_args
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.judging.cascade import Skip
+from syntra_dspy.judging.cascade import MIN_MARGIN_LISTS, Skip
 from syntra_dspy.judging.grading import Grade
 from syntra_dspy.production import compute_stats, export_records, format_stats, produce
 from syntra_dspy.production.cascade import production_cascade
@@ -138,20 +138,23 @@ def test_a_margin_is_learned_from_an_earlier_sessions_grades_when_the_artifact_k
     art, index = _wide_grade_artifact(tmp_path_factory)  # its calibration keeps no graded samples
     store = tmp_path / "run.db"
     settings = {"index_dir": index, "encoder": minilm, "progress": False, "queries_per_doc": 2, "top_k": 5}
-    with pytest.raises(ConfigError, match="at least 3 queries"):
+    with pytest.raises(ConfigError, match=f"at least {MIN_MARGIN_LISTS} queries"):
         produce(art, store, generator=scripted_lm(), docs=2, judge_cascade="margin", **settings)
-    produce(art, store, generator=scripted_lm(), docs=2, **settings)
-    produce(art, store, generator=scripted_lm(), docs=3, judge_cascade="margin", cascade_coverage=0.9, **settings)
+    produce(art, store, generator=scripted_lm(), docs=5, **settings)
+    with sqlite3.connect(store) as conn:
+        lists = conn.execute("SELECT count(*) FROM queries").fetchone()[0]
+    assert lists >= MIN_MARGIN_LISTS
+    produce(art, store, generator=scripted_lm(), docs=6, judge_cascade="margin", cascade_coverage=0.9, **settings)
     with sqlite3.connect(store) as conn:
         judge = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'judge'").fetchone()[0])
     assert judge["cascade"]["mode"] == "margin" and judge["cascade"]["learned_from"] == "run store"
-    assert judge["cascade"]["lists"] == 4 and judge["cascade"]["coverage"] == 0.9
+    assert judge["cascade"]["lists"] == lists and judge["cascade"]["coverage"] == 0.9
     # a new run store learns it from another run's grades, when they were graded with the artifact's prompt
     fresh = tmp_path / "fresh.db"
     produce(art, fresh, generator=scripted_lm(), docs=1, judge_cascade="margin", cascade_grades=store, **settings)
     with sqlite3.connect(fresh) as conn:
         judge = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'judge'").fetchone()[0])
-    assert judge["cascade"]["learned_from"] == "run store run.db" and judge["cascade"]["lists"] >= 4
+    assert judge["cascade"]["learned_from"] == "run store run.db" and judge["cascade"]["lists"] == lists
     other = tmp_path / "other.db"
     with RunStore.open(other) as run:
         run.set_meta(artifact={"prompts_sha256": {"grade": "another prompt"}})

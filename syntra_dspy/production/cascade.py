@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.judging.cascade import GradedCandidate, JudgeCascade, sample_lists
+from syntra_dspy.judging.cascade import MIN_MARGIN_LISTS, GradedCandidate, JudgeCascade, sample_lists
 from syntra_dspy.production.store import RunStore
 
 logger = logging.getLogger(__name__)
@@ -19,9 +19,10 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
                        grades: Path | None = None) -> JudgeCascade | None:
     """The cascade for ``mode`` (``off``, ``lossless``, ``margin``) over ``program``'s graded judge, or None.
 
-    A ``margin`` is learned from the calibration set's graded samples when the artifact keeps them, else from the
-    lists graded in full in ``grades`` (another run store, graded with the same prompt), else in an earlier
-    session of the run store at ``store`` (read before the run opens it)."""
+    A ``margin`` is learned from the lists graded in full in ``grades`` when it is given (another run store, graded
+    with the same prompt), else from the calibration set's graded samples when the artifact keeps enough of them
+    (:data:`~syntra_dspy.judging.cascade.MIN_MARGIN_LISTS` queries), else from an earlier session of the run store
+    at ``store`` (read before the run opens it)."""
     if mode == "off":
         return None
     calibration = program.state.judge
@@ -38,8 +39,9 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
         return cascade
     if mode != "margin":
         raise ConfigError(f"unknown judge cascade {mode!r}", field="judge_cascade", hint="off, lossless or margin")
-    if calibration.samples:
-        lists, source = sample_lists(calibration.samples), "calibration samples"
+    kept = sample_lists(calibration.samples)
+    if grades is None and len(kept) >= MIN_MARGIN_LISTS:
+        lists, source = kept, "calibration samples"
     else:
         found: list = []
         source = "run store" if grades is None else f"run store {grades.name}"
@@ -53,9 +55,8 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
         return JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
     except ValueError as exc:
         raise ConfigError(f"--judge-cascade margin: {exc}", field="judge_cascade",
-                          hint="produce a first session with --judge-cascade off (its grades teach the margin), give "
-                               "--cascade-grades an earlier run store of this artifact, or use an artifact whose "
-                               "calibration keeps its graded samples") from None
+                          hint="produce a first session with --judge-cascade off (its grades teach the margin), or "
+                               "give --cascade-grades an earlier run store of this artifact") from None
 
 
 def _same_grader(run: RunStore, program: Any, path: Path) -> None:
