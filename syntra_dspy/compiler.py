@@ -1,4 +1,5 @@
-"""``compile_task``: task file → corpus context and sample → test mode → a new artifact version."""
+"""``compile_task``: task file → corpus context and sample → test mode → a new artifact version; its settings are
+one :class:`CompileConfig`."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import random
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dspy
+from pydantic import Field, field_validator
 
 from syntra_dspy import __version__
 from syntra_dspy.artifacts import Artifact, canonical_json, check_artifact_root, load_artifact, save_artifact
@@ -29,6 +31,7 @@ from syntra_dspy.retrieval.context import CorpusContext, setting_of
 from syntra_dspy.retrieval.corpus import Corpus, read_corpus
 from syntra_dspy.retrieval.encoder import Encoder, load_encoder
 from syntra_dspy.retrieval.encoder_languages import check_encoder_languages, guess_task_languages
+from syntra_dspy.settings_model import SettingsModel
 from syntra_dspy.task import EncoderSpec, LMSpec, TaskDefinition, TaskSpec, load_task
 
 logger = logging.getLogger(__name__)
@@ -114,32 +117,54 @@ def check_context_corpus(spec: TaskSpec, context: CorpusContext) -> None:
                           field="context", hint="build the context from this task (compiler.corpus_context)")
 
 
-def compile_task(
-    task: str | Path | TaskSpec,
-    *,
-    strategy: str = "self-improve",
-    out: str | Path = "artifacts",
-    settings: CompileSettings | None = None,
-    lms: LMRoles | None = None,
-    lm_overrides: dict[str, str] | None = None,
-    lm_timeout: float | None = None,
-    encoder: str | EncoderSpec | Encoder | None = None,
-    index_dir: str | Path | None = None,
-    optimizer_kwargs: dict[str, Any] | None = None,
-    context: CorpusContext | None = None,
-) -> Artifact:
-    """Compile a task into a frozen, versioned synthesis program and return the loaded artifact.
+class CompileConfig(SettingsModel):
+    """How one compile runs, defined and validated here: the strategy, its test-mode settings
+    (:class:`~syntra_dspy.optimizers.CompileSettings`, whose fields are ``syntra compile``'s setting flags), the LM
+    flags that replace the task file's roles, and where the corpus index is cached. :func:`compile_task` and
+    :func:`plan_compile` take it, or its fields as keywords."""
 
-    ``lm_timeout`` (total seconds per request) overrides the task file's timeout for every served role. ``encoder``
-    (a name, a setting or a loaded encoder) replaces the task file's ``encoder`` setting; a cross-language task
-    refuses one that cannot read both languages. ``context`` is the task's corpus context built already (see
-    :func:`corpus_context`), in place of ``encoder`` and ``index_dir``."""
+    what: ClassVar[str] = "compile"
+    command: ClassVar[str] = "syntra compile"
+
+    strategy: str = Field("self-improve", description="the optimizer strategy: self-improve, none, gepa or human")
+    settings: CompileSettings = Field(default_factory=CompileSettings, description="the test-mode settings")
+    lm_overrides: dict[str, str | list[str]] | None = Field(None, description=(
+        "LM roles replacing the task file's, by role (generator, verifier, refiner): MODEL[@API_BASE] each"))
+    lm_timeout: float | None = Field(None, description=(
+        "total seconds one request to a served LM may take, for every served role (default: the task file's)"))
+    index_dir: str | Path | None = Field(None, description="where the corpus index is cached")
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, strategy: str) -> str:
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
+        return strategy
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _default_settings(cls, value: Any) -> Any:
+        return CompileSettings() if value is None else value
+
+
+def compile_task(task: str | Path | TaskSpec, config: CompileConfig | None = None, *,
+                 out: str | Path = "artifacts", lms: LMRoles | None = None,
+                 encoder: str | EncoderSpec | Encoder | None = None, context: CorpusContext | None = None,
+                 optimizer_kwargs: dict[str, Any] | None = None, **settings: Any) -> Artifact:
+    """Compile a task into a frozen, versioned synthesis program under ``out`` and return the loaded artifact.
+
+    ``config`` (a :class:`CompileConfig`: strategy, test-mode settings, LM flags, index folder) holds the settings;
+    a caller may pass its fields as keywords instead (``compile_task(task, strategy="none")``), not both. The
+    inputs: ``lms`` (built LM roles; default: the task file's, with ``lm_overrides`` and ``lm_timeout``, the total
+    seconds per request of every served role); ``encoder`` (a name, a setting or a loaded encoder) replaces the task
+    file's ``encoder`` setting, and a cross-language task refuses one that cannot read both languages; ``context``
+    is the task's corpus context built already (see :func:`corpus_context`), in place of ``encoder`` and the index
+    folder; ``optimizer_kwargs`` go to the strategy's optimizer."""
+    config = CompileConfig.of_call(config, settings)
+    strategy, settings, index_dir = config.strategy, config.settings, config.index_dir
     started = time.perf_counter()
     source = str(task) if not isinstance(task, TaskSpec) else "<task>"
     spec = task if isinstance(task, TaskSpec) else load_task(task)
-    if strategy not in STRATEGIES:
-        raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
-    settings = settings or CompileSettings()
     check_artifact_root(out, spec.name)  # a bad --out or task name fails now, not after all the LM work
     if context is None:
         context, pairs = corpus_context(spec, encoder=encoder, index_dir=index_dir, source=source)
@@ -153,7 +178,7 @@ def compile_task(
     sample_ids, n_selected = sample_documents(context, pairs, settings)
     logger.info("compile %s: %d docs, %d selected, %d sampled for trials", spec.name, len(corpus), n_selected,
                 len(sample_ids))
-    roles = lms or LMRoles.from_spec(spec.lms, lm_overrides, timeout=lm_timeout)
+    roles = lms or LMRoles.from_spec(spec.lms, config.lm_overrides, timeout=config.lm_timeout)
     roles.prepare()
     meter = UsageMeter()
     optimizer = STRATEGIES[strategy](settings=settings, lms=roles, meter=meter, **(optimizer_kwargs or {}))
@@ -195,18 +220,17 @@ def compile_task(
     return load_artifact(path)
 
 
-def plan_compile(task: str | Path | TaskSpec, *, strategy: str = "self-improve", out: str | Path = "artifacts",
-                 settings: CompileSettings | None = None, lm_overrides: dict[str, list[str]] | None = None
-                 ) -> Estimate:
+def plan_compile(task: str | Path | TaskSpec, config: CompileConfig | None = None, *, out: str | Path = "artifacts",
+                 **settings: Any) -> Estimate:
     """The LM work :func:`compile_task` would do with these arguments, before any corpus, encoder or LM is loaded:
     stages x attempts x the calls of an attempt. The per-call figures are the usage of the newest artifact of the
     task under ``out`` compiled with the same generator, else the documented ones (:mod:`syntra_dspy.estimate`)."""
+    config = CompileConfig.of_call(config, settings)
+    strategy = config.strategy
     spec = task if isinstance(task, TaskSpec) else load_task(task)
-    if strategy not in STRATEGIES:
-        raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(STRATEGIES))}")
     cls = STRATEGIES[strategy]
-    settings = cls.settings_for(settings or CompileSettings())
-    generator = role_specs(spec.lms, lm_overrides)["generator"]
+    settings = cls.settings_for(config.settings)
+    generator = role_specs(spec.lms, config.lm_overrides)["generator"]
     graded = settings.judge == "graded"
     calls = compile_calls(
         sample_docs=settings.sample_docs, queries_per_doc=settings.queries_per_doc, examples=len(spec.examples),

@@ -43,3 +43,21 @@ def test_compile_task_goes_through_the_teleprompter_so_callbacks_see_it(tmp_path
     with dspy.context(callbacks=[recorder]):
         compile_mini(tmp_path, strategy="none", index_dir=index_dir)
     assert recorder.events == ["start NoRefinement", "end"]
+
+
+def test_a_compile_is_configured_by_one_config_or_its_fields_as_keywords(tmp_path, index_dir):
+    from helpers import MINI_TASK
+
+    from syntra_dspy.compiler import CompileConfig, compile_task
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.optimizers import CompileSettings
+
+    config = CompileConfig(strategy="none", settings=None, index_dir=index_dir)
+    assert config.settings == CompileSettings() and config.lm_overrides is None
+    with pytest.raises(ConfigError, match="unknown strategy 'nope'"):
+        CompileConfig(strategy="nope")
+    with pytest.raises(ConfigError, match="unknown compile setting 'strategies'"):
+        CompileConfig(strategies="none")
+    with pytest.raises(ConfigError, match="not both") as info:
+        compile_task(MINI_TASK, config, strategy="self-improve", out=tmp_path)
+    assert info.value.field == "strategy"

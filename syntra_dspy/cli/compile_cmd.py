@@ -144,7 +144,7 @@ def human_label_options(args: argparse.Namespace, *, human: bool) -> dict[str, s
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntra_dspy.compiler import compile_task
+    from syntra_dspy.compiler import CompileConfig, compile_task
 
     extra: dict = human_label_options(args, human=args.strategy == "human")
     if args.human_feedback or args.record_feedback:
@@ -155,17 +155,15 @@ def run(args: argparse.Namespace) -> int:
         extra.update({"feedback": args.human_feedback, "record": args.record_feedback})
     settings = settings_from_args(args)
     check_used(args, settings)
+    config = CompileConfig(strategy=args.strategy, settings=settings, lm_overrides=lm_overrides(args),
+                           lm_timeout=lm_timeout(args), index_dir=args.index_dir)
     if args.dry_run:
         from syntra_dspy.compiler import plan_compile
 
-        plan = plan_compile(args.task, strategy=args.strategy, out=args.out, settings=settings,
-                            lm_overrides=lm_overrides(args))
+        plan = plan_compile(args.task, config, out=args.out)
         print(json.dumps(plan.to_dict(), indent=2) if args.json else "\n".join(plan.lines()))
         return 0
-    artifact = compile_task(args.task, strategy=args.strategy, out=args.out, settings=settings,
-                            lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args),
-                            encoder=args.encoder, index_dir=args.index_dir,
-                            optimizer_kwargs=extra)
+    artifact = compile_task(args.task, config, out=args.out, encoder=args.encoder, optimizer_kwargs=extra)
     print(json.dumps(summary_dict(artifact.meta, artifact.path), indent=2) if args.json
           else summary(artifact.meta, artifact.path))
     return 0
