@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import get_args
 
 from syntra_dspy.cli._args import count_or_all, positive_int, positive_seconds, temperature
+from syntra_dspy.cli._settings import add_settings, given_settings
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.settings import CASCADE_MODES
 from syntra_dspy.production.config import ProduceConfig
@@ -51,14 +52,6 @@ _INPUTS = {
 }
 
 
-def _help(name: str) -> str:
-    field = ProduceConfig.model_fields[name]
-    default = field.default
-    shown = "" if default is None or isinstance(default, bool) or "(default" in (field.description or "") \
-        else f" (default {default})"
-    return (field.description or "") + shown
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "produce", help="produce training data from a compiled artifact into a resumable run store",
@@ -72,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if flag in _INPUTS:
             input_flag, input_kwargs = _INPUTS[flag]
             p.add_argument(input_flag, **input_kwargs)
-        p.add_argument(flag, dest=name, default=None, help=_help(name), **kwargs)
+        add_settings(p, ProduceConfig, [(flag, name, kwargs)])
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="spread the documents over a Ray cluster (needs the extra: pip install 'syntra-dspy[ray]'): "
                         "ADDRESS is HOST:PORT of `ray start --head`, or 'auto'; without it Ray uses $RAY_ADDRESS, a "
@@ -94,7 +87,7 @@ def config_from_args(args: argparse.Namespace) -> ProduceConfig:
     """The ProduceConfig the command line asks for: ProduceConfig's defaults for anything not given."""
     if args.ray_workers is not None and args.ray is None:
         raise ConfigError("--ray-workers needs --ray", field="ray_workers", hint="add --ray [ADDRESS]")
-    given = {name: getattr(args, name) for _, name, _ in _SETTINGS if getattr(args, name) is not None}
+    given = given_settings(args, _SETTINGS)
     if args.ray is not None:
         given["ray"] = RayOptions(address=args.ray or None, workers=args.ray_workers)
     return ProduceConfig(**given, progress=not args.no_progress)

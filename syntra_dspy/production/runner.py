@@ -209,10 +209,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
     the store; the records are the same. ``candidates`` (``dense`` or ``bm25-translated``) overrides the task
     file's candidate source; the store records which was used, and a resumed run must use the same.
     """
-    if config is not None and settings:
-        raise ConfigError(f"give either a ProduceConfig or its settings as keywords, not both ({', '.join(settings)})",
-                          field=next(iter(settings)))
-    config = config if config is not None else ProduceConfig(**settings)
+    config = ProduceConfig.of_call(config, settings)
     ray = config.ray
     if ray is not None and isinstance(generator, dspy.LM):
         raise ConfigError("with Ray, the generator must be named, not given as an LM object: each worker builds "
