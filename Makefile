@@ -33,7 +33,7 @@ ARGS ?=
 BENCH := $(PY) -m benchmarks
 RESULTS := benchmarks/results
 BENCHMARKS := baseline-table compare-scifact downstream-scifact teaching-signal judge-agreement pool-agreement \
-	engine-speed produce-scale train-memory downstream-csl
+	engine-speed produce-scale train-memory downstream-csl cost-replay paired-produce paired-produce-embedded
 .PHONY: $(addprefix bench-,$(BENCHMARKS))
 
 benchmarks:
@@ -68,6 +68,24 @@ bench-engine-speed:
 
 bench-produce-scale:
 	$(BENCH).produce_scale $(ARGS)
+
+# No LM call: the SciFact store's LM time, the judge cascade replayed on its grades and on held-out claims.
+bench-cost-replay:
+	$(BENCH).cost_replay --store benchmarks/runs/scifact-hybrid-v2.db.gz --artifact $(ARTIFACT) \
+		--out $(RESULTS)/cost_replay $(ARGS)
+
+# Production before/after a setting: the scripted server on loopback (a minute), or the embedded model on SciFact
+# (~35 min a side for 8 documents on 2 cores; the margin learns from STORE: gunzip -k benchmarks/runs/*.db.gz first).
+bench-paired-produce:
+	$(BENCH).paired_produce --judge-feature hybrid --docs 16 --after judge_cascade=lossless \
+		--after judge_cascade=margin,cascade_grades=@before \
+		--after judge_cascade=margin,cascade_grades=@before,cascade_coverage=0.99 \
+		--out $(RESULTS)/paired_produce/scripted-hybrid $(ARGS)
+
+bench-paired-produce-embedded:
+	$(BENCH).paired_produce --generator embedded --artifact $(ARTIFACT) --docs 8 --queries-per-doc 2 --top-k 8 \
+		--concurrency 1 --after judge_cascade=margin,cascade_grades=$(STORE) \
+		--out $(RESULTS)/paired_produce/scifact-embedded $(ARGS)
 
 bench-train-memory:
 	$(BENCH).train_memory --case all-MiniLM-L6-v2@$(SCIFACT):train:mnrl \

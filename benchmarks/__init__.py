@@ -11,6 +11,10 @@ is the product's :mod:`syntra_dspy.comparison.downstream`, the one ``syntra comp
 * ``judge_agreement`` and ``pool_agreement``: an artifact's judges against people's judgments, per sample and pooled.
 * ``engine_speed``, ``produce_scale``, ``train_memory``: the embedded engine's speed, production's throughput on one
   process, several endpoints and Ray, and training's peak memory.
+* ``cost_replay``: where a run store's LM time goes, and the judge cascade replayed on stored grades (calls skipped,
+  labels changed, agreement with people before and after), with no LM call.
+* ``paired_produce``: production before and after a setting on the same documents and artifact (records per
+  LM-hour, calls and tokens per record), on the scripted server or a real model.
 
 One-off probes that answered a question are frozen in ``experiments/`` (their results, with the commit they ran on).
 """

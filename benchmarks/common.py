@@ -41,6 +41,21 @@ with OpenAICompatibleServer(SyntraBrain(), latency=float(sys.argv[1])) as srv:
 """
 
 
+#: The line a generated README ends its generated part with: what follows it is kept when the benchmark runs again.
+GENERATED_END = "<!-- end of the generated report: what follows is kept when the script runs again -->"
+
+
+def write_readme(out: Path, lines: list[str]) -> Path:
+    """Write ``out/README.md``: the generated ``lines``, then whatever was written by hand below the marker line of the
+    README already there (a reading of the figures survives a rerun)."""
+    readme = out / "README.md"
+    kept = ""
+    if readme.exists() and GENERATED_END in (old := readme.read_text(encoding="utf-8")):
+        kept = old.split(GENERATED_END, 1)[1]
+    readme.write_text("\n".join([*lines, "", GENERATED_END]) + (kept or "\n"), encoding="utf-8")
+    return readme
+
+
 def offline_environment() -> None:
     """No network on a benchmark machine: LiteLLM's bundled cost map, the Hugging Face cache only, quiet tokenizers
     (set unless the caller set them)."""

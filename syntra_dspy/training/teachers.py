@@ -39,7 +39,8 @@ NEEDS: dict[str, tuple[str, ...]] = {"calibrated": ("score",), "expected": ("exp
 #: How far ``label+bm25`` puts every positive above every negative, in standardised BM25 units.
 LABEL_GAP = 3.0
 _HINT = ("export the records with `syntra export` from a run whose judge is graded (records of a written judge, "
-         "or of another tool, carry no grades); or train with --loss infonce")
+         "or of another tool, carry no grades, nor do the candidates a --judge-cascade skipped); or train with "
+         "--teacher label+bm25 or --loss infonce")
 
 
 @dataclass(frozen=True)

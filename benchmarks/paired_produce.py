@@ -1,0 +1,271 @@
+"""Production before and after a setting, on the same documents with the same artifact: records per LM-hour, LM calls,
+prompt and generated tokens per record, grading calls the judge skipped, and the labels and records that differ.
+
+Each side runs ``syntra produce`` in this process into a fresh run store (same artifact, same selected documents,
+DSPy's cache off) and is exported with the default options. LM time is what the run store's ``usage`` table says
+the calls took. The generator is:
+
+* ``scripted`` (default): the bundled scripted brain behind a loopback OpenAI-compatible server that answers after
+  ``--latency`` seconds, as a vLLM server would be reached (``hosted_vllm/...@URL``), with the mini task compiled by
+  the scripted brain with a graded judge (or ``--artifact``). The ratios are what a served model's user saves in
+  calls and tokens; the seconds are the set latency's.
+* ``embedded[:NAME]``: the embedded model in this process, e.g. with the SciFact artifact: about 2 minutes a
+  document on 2 cores, so 8 documents take ~35 minutes a side.
+* ``MODEL@URL``: any served model.
+
+    python -m benchmarks.paired_produce --after judge_cascade=lossless \\
+        --after judge_cascade=margin,cascade_grades=@before
+    python -m benchmarks.paired_produce --generator embedded --artifact artifacts/scifact/22e653baa2bb \\
+        --docs 8 --queries-per-doc 2 --top-k 8 --concurrency 1 \\
+        --after judge_cascade=margin,cascade_grades=benchmarks/runs/scifact-hybrid-v2.db \\
+        --out benchmarks/results/paired_produce/scifact-embedded
+
+``--before`` and each ``--after`` are ``SETTING=VALUE[,SETTING=VALUE]`` of ``syntra produce`` (``ProduceConfig``
+field names); ``cascade_grades=@before`` names the first run's store, whose grades then teach a margin. Every row is compared with the first (before) run: its labels on the candidates both runs judged (same
+query text, same document), and its exported records byte for byte. Writes ``README.md`` (generated part; what
+follows its end marker is kept) and ``paired_produce.json`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+try:  # python -m benchmarks.paired_produce (make bench-paired-produce)
+    from benchmarks.common import (
+        FAKE_SERVER,
+        MINI_TASK,
+        RESULTS,
+        offline_environment,
+        parse_value,
+        write_readme,
+    )
+except ModuleNotFoundError:  # python benchmarks/paired_produce.py: this folder is first on the path
+    from common import FAKE_SERVER, MINI_TASK, RESULTS, offline_environment, parse_value, write_readme  # type: ignore
+
+offline_environment()
+
+
+def settings_of(text: str) -> dict[str, Any]:
+    """``judge_cascade=margin,cascade_coverage=0.9`` -> ``{"judge_cascade": "margin", "cascade_coverage": 0.9}``."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise SystemExit(f"a setting is SETTING=VALUE, got {part!r}")
+        out[key.strip().replace("-", "_")] = parse_value(value.strip())
+    return out
+
+
+def compile_mini(root: Path, feature: str) -> Path:
+    """The mini task compiled with the scripted brain for every role and a graded judge of score ``feature``.
+
+    Scored by E alone, the first annotation instruction misses the compile's kappa target, so the loop refines it and
+    the scripted judge then grades by the words a candidate shares with the query (production finds positives); the
+    calibration is then refitted with ``feature`` on the grades the artifact keeps (``syntra artifacts recalibrate``,
+    no call), which also lets a margin cascade learn from them."""
+    from syntra_dspy.compiler import compile_task
+    from syntra_dspy.lm.roles import LMRoles
+    from syntra_dspy.optimizers import CompileSettings
+    from syntra_dspy.production.recalibrate import recalibrate_artifact
+    from syntra_dspy.testing import scripted_lm
+
+    lm = scripted_lm()
+    settings = CompileSettings(sample_docs=3, selection_target=20, judge="graded", judge_feature="expected")
+    path = compile_task(MINI_TASK, out=root / "artifacts", lms=LMRoles(generator=lm, verifier=lm, refiner=lm),
+                        index_dir=root / "index", settings=settings).path
+    return path if feature == "expected" else recalibrate_artifact(path, root / "artifacts", feature=feature)
+
+
+@contextmanager
+def generator_for(name: str, latency: float, artifact: Path) -> Iterator[Any]:
+    """What ``produce`` is given as its generator, and for ``scripted`` the loopback server that answers. A served
+    model is reached without DSPy's cache (``build_lm`` leaves it off for an ``api_base``); the embedded one is built
+    here with the artifact's sampling settings and the cache off, so neither side answers from the other's calls."""
+    if name != "scripted":
+        if name.startswith("embedded"):
+            from syntra_dspy.artifacts import load_artifact
+            from syntra_dspy.lm.roles import build_lm
+            from syntra_dspy.production.setup import resolve_generator_spec
+
+            spec = resolve_generator_spec(load_artifact(artifact).meta, name)
+            yield build_lm(spec, role="generator", cache=False)
+        else:
+            yield [name]
+        return
+    server = subprocess.Popen([sys.executable, "-c", FAKE_SERVER, str(latency)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        yield [f"hosted_vllm/scripted@{server.stdout.readline().strip()}"]  # type: ignore[union-attr]
+    finally:
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait(timeout=10)
+
+
+def run_side(label: str, settings: dict[str, Any], artifact: Path, work: Path, generator: Any,
+             common: dict[str, Any]) -> dict[str, Any]:
+    """One production run into a fresh store, exported: its counts and costs."""
+    from syntra_dspy.production import compute_stats, export_records, produce
+    from syntra_dspy.production.store import RunStore
+
+    stem = f"{len(list(work.glob('*.db')))}-{label.replace(' ', '_').replace('=', '-').replace(',', '_')[:60]}"
+    store = work / f"{stem}.db"
+    wall = time.perf_counter()
+    summary = produce(artifact, store, generator=generator, progress=False, **common, **settings)
+    wall = time.perf_counter() - wall
+    out = work / f"{stem}.jsonl"
+    exported = export_records(store, out)
+    usage = summary.usage
+    seconds = sum(u["seconds"] for u in usage.values())
+    with RunStore.open(store, readonly=True) as run:
+        calls = run.judge_skips()
+    records = exported.records
+    per = (lambda v: v / records) if records else (lambda v: None)
+    stats = compute_stats(store)
+    return {
+        "label": label, "settings": settings, "store": str(store), "export": str(out),
+        "documents": summary.documents["done"] + summary.documents["partial"], "queries": stats["queries"],
+        "records": records, "lm_seconds": seconds, "wall_seconds": wall,
+        "records_per_lm_hour": records / (seconds / 3600) if seconds else None,
+        "calls": summary.calls, "calls_per_record": per(summary.calls),
+        "prompt_tokens_per_record": per(sum(u["prompt_tokens"] for u in usage.values())),
+        "generated_tokens_per_record": per(sum(u["completion_tokens"] for u in usage.values())),
+        "by_step": {stage: {k: u[k] for k in ("calls", "prompt_tokens", "completion_tokens", "seconds")}
+                    for stage, u in usage.items()},
+        "grading_calls": calls, "judge": stats["quality"]["judge"].get("cascade"),
+    }
+
+
+def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """Labels of the candidates both runs judged (same query text and document) and whether the records match."""
+    def labels(path: str) -> dict[tuple[str, str], int]:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            return {(q, d): label for q, d, label in conn.execute(
+                "SELECT q.text, c.doc_id, c.label FROM candidates c JOIN queries q USING (query_id) "
+                "WHERE c.label IS NOT NULL")}
+
+    a, b = labels(before["store"]), labels(after["store"])
+    common = set(a) & set(b)
+    changed = sum(a[k] != b[k] for k in common)
+    same_bytes = Path(before["export"]).read_bytes() == Path(after["export"]).read_bytes()
+    return {"common_candidates": len(common), "labels_changed": changed, "records_identical": same_bytes,
+            "same_ids": _ids(before["export"]) == _ids(after["export"])}
+
+
+def _ids(path: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    return [(r["query"], tuple(r["pos_ids"]), tuple(r["neg_ids"])) for r in rows]
+
+
+def _shown_args() -> str:
+    """The command line as run, without the folders that only this machine has (``--work``, ``--out``)."""
+    args, shown = sys.argv[1:], []
+    while args:
+        arg = args.pop(0)
+        if arg in ("--work", "--out"):
+            args = args[1:]
+        elif not arg.startswith(("--work=", "--out=")):
+            shown.append(arg)
+    return " ".join(shown)
+
+
+def _changed(cmp: dict[str, Any]) -> str:
+    return "—" if not cmp else f"{cmp['labels_changed']} of {cmp['common_candidates']}"
+
+
+def _f(value: Any, spec: str = ".1f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def report(args: argparse.Namespace, artifact: Path, rows: list[dict[str, Any]]) -> list[str]:
+    base = rows[0]
+    lines = [
+        "# Production before and after a setting, paired (same artifact, same documents)", "",
+        (f"Generated {time.strftime('%Y-%m-%d')} by `python -m benchmarks.paired_produce {_shown_args()}` (artifact `{artifact.parent.name}/{artifact.name}`, generator "
+        f"`{args.generator}`{f' at {args.latency} s a call' if args.generator == 'scripted' else ''}, "
+        f"{args.docs} documents, {args.queries_per_doc} queries each, top {args.top_k}, concurrency "
+        f"{args.concurrency or 'default'}). LM time: the run store's `usage` seconds. Ratios against the first row."),
+        "", ("| run | records | LM h | records/LM-hour | ratio | LM calls | calls/record | prompt tokens/record | "
+             "ratio | generated tokens/record | grading calls skipped | labels changed | records |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
+        cmp = row.get("compare") or {}
+        rate = row["records_per_lm_hour"]
+        ratio = rate / base["records_per_lm_hour"] if rate and base["records_per_lm_hour"] else None
+        tokens = row["prompt_tokens_per_record"]
+        tratio = tokens / base["prompt_tokens_per_record"] if tokens and base["prompt_tokens_per_record"] else None
+        g = row["grading_calls"]
+        same = ("—" if not cmp else "byte-identical" if cmp["records_identical"]
+                else "same ids, grades differ" if cmp["same_ids"] else "differ")
+        lines.append(
+            f"| {row['label']} | {row['records']} | {row['lm_seconds'] / 3600:.3f} | {_f(rate)} | {_f(ratio, '.2f')} "
+            f"| {row['calls']} | {_f(row['calls_per_record'])} | {_f(tokens, ',.0f')} | {_f(tratio, '.2f')} | "
+            f"{_f(row['generated_tokens_per_record'], ',.0f')} | {g['skipped']} of {g['skipped'] + g['graded']} | "
+            f"{_changed(cmp)} | {same} |")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--artifact", type=Path, help="compiled artifact (default: the mini task, compiled here)")
+    ap.add_argument("--generator", default="scripted", help="scripted, embedded[:NAME] or MODEL@URL")
+    ap.add_argument("--judge-feature", default="fused", choices=("expected", "fused", "relative", "hybrid"),
+                    help="the score of the mini artifact's judge (without --artifact)")
+    ap.add_argument("--latency", type=float, default=0.2, help="seconds a call on the scripted server")
+    ap.add_argument("--docs", type=int, default=8)
+    ap.add_argument("--queries-per-doc", type=int, default=2)
+    ap.add_argument("--top-k", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, help="LM calls in flight (default: produce's for the generator)")
+    ap.add_argument("--index-dir", type=Path, help="the corpus index folder (default: produce's)")
+    ap.add_argument("--before", default="", metavar="SETTING=VALUE[,...]", help="the first run's settings")
+    ap.add_argument("--after", action="append", default=[], metavar="SETTING=VALUE[,...]",
+                    help="another run's settings (repeat for more runs)")
+    ap.add_argument("--work", type=Path, help="where the stores and exports go (default: a new temporary folder)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "paired_produce")
+    ap.add_argument("--no-write", action="store_true", help="print the table instead of writing --out")
+    args = ap.parse_args()
+    if not args.after:
+        ap.error("give at least one --after SETTING=VALUE")
+    sides = [(args.before or "before (defaults)", settings_of(args.before))]
+    sides += [(text, settings_of(text)) for text in args.after]
+    with ExitStack() as stack:
+        work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="syntra-paired-")))
+        work.mkdir(parents=True, exist_ok=True)
+        artifact = args.artifact or compile_mini(work / "mini", args.judge_feature)
+        index = args.index_dir or (work / "mini" / "index" if args.artifact is None else None)
+        common: dict[str, Any] = {"docs": args.docs, "queries_per_doc": args.queries_per_doc, "top_k": args.top_k,
+                                  **({"concurrency": args.concurrency} if args.concurrency else {}),
+                                  **({"index_dir": index} if index else {})}
+        rows: list[dict[str, Any]] = []
+        for label, settings in sides:
+            if settings.get("cascade_grades") == "@before":  # a margin learned from the first run's grades
+                settings = {**settings, "cascade_grades": Path(rows[0]["store"])}
+            with generator_for(args.generator, args.latency, Path(artifact)) as generator:
+                rows.append(run_side(label, settings, artifact, work, generator, common))
+            if len(rows) > 1:
+                rows[-1]["compare"] = compare(rows[0], rows[-1])
+            print(f"{label}: {rows[-1]['records']} records, {rows[-1]['calls']} calls", flush=True)
+        lines = report(args, Path(artifact), rows)
+    print("\n".join(lines))
+    if not args.no_write:
+        args.out.mkdir(parents=True, exist_ok=True)
+        shown = [{**row, "store": Path(row["store"]).name, "export": Path(row["export"]).name} for row in rows]
+        (args.out / "paired_produce.json").write_text(json.dumps(shown, indent=2, default=str) + "\n",
+                                                      encoding="utf-8")
+        write_readme(args.out, lines)
+        print(f"wrote {args.out / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
