@@ -20,7 +20,7 @@ those outputs. The markers below are what the brain's refiners add and what its 
 - refiners add the marker for their loop, unless the brain is ``stubborn`` (then nothing ever improves); the
   query refiner adds ``PARAPHRASE_MARK`` too when the feedback says the queries reuse the document's terms;
 - GEPA's reflection call (``new_instruction``) adds the marker of the step whose instruction it is shown
-  (extraction, query planning/writing or annotation), likewise unless ``stubborn``;
+  (extraction, query planning/writing, written annotation or grading), likewise unless ``stubborn``;
 - translation (``translation``) replaces the terms of ``glossary`` (English -> Chinese, read backwards for a
   translation into English) found in the text, in the order they appear; a text with none of them comes back
   unchanged, which the translator's language check rejects.
@@ -152,6 +152,7 @@ class SyntraBrain:
         """GEPA's reflection: add the marker of the step the instruction belongs to (known by its base text)."""
         from syntra_dspy.signatures import (
             ExtractIdentifiersAndAttributes,
+            GradeCandidateRelevance,
             JudgeCandidateRelevance,
             PlanQueryBlueprints,
             WriteQueriesFromBlueprints,
@@ -159,7 +160,8 @@ class SyntraBrain:
 
         current = inputs.get("current_instruction", "")
         marks = ((ExtractIdentifiersAndAttributes, GUIDANCE_MARK), (PlanQueryBlueprints, STYLE_MARK),
-                 (WriteQueriesFromBlueprints, STYLE_MARK), (JudgeCandidateRelevance, LENIENT_MARK))
+                 (WriteQueriesFromBlueprints, STYLE_MARK), (JudgeCandidateRelevance, LENIENT_MARK),
+                 (GradeCandidateRelevance, LENIENT_MARK))
         mark = next((m for sig, m in marks if sig.instructions.split("\n")[0] in current), "")
         if self.stubborn or not mark or mark in current:
             return {"new_instruction": current}

@@ -16,13 +16,16 @@ from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.testing import GUIDANCE_MARK, LENIENT_MARK, STYLE_MARK, SyntraBrain
 
 
-def compile_gepa(tmp_path, brain=None, **gepa):
+def compile_gepa(tmp_path, brain=None, *, judge="written", **gepa):
+    """The written judge unless asked (its annotate step is what most tests here look at); the graded one on E
+    alone (with the fake encoder the cosine already separates the mini task, so a fused judge passes unrefined)."""
     from syntra_dspy.compiler import compile_task
     from syntra_dspy.optimizers import CompileSettings
 
     roles, brain = scripted_roles(brain)
+    settings = CompileSettings(sample_docs=3, selection_target=20, judge=judge, judge_feature="expected")
     artifact = compile_task(MINI_TASK, strategy="gepa", out=tmp_path / "artifacts", lms=roles,
-                            index_dir=tmp_path / "index", settings=CompileSettings(sample_docs=3, selection_target=20),
+                            index_dir=tmp_path / "index", settings=settings,
                             optimizer_kwargs={"gepa": gepa} if gepa else None)
     return artifact, brain
 
@@ -55,6 +58,25 @@ def test_gepa_improves_every_stage_and_saves_a_loadable_artifact(tmp_path, fast_
         assert loaded.manifest["usage"][stage]["calls"] > 0
     assert loaded.manifest["optimizer"]["gepa"]["max_metric_calls"] == 30
     assert loaded.manifest["strategy"] == "gepa"
+
+
+def test_gepa_optimises_the_grading_instruction_against_the_graded_metric(tmp_path, fast_encoder):  # noqa: F811
+    """Graded judge: GEPA rewrites the grading step's instruction, scored by the annotation loop's own metric (kappa
+    and recall of the calibration fitted on the whole calibration set, one GEPA example), and the artifact's
+    calibration is fitted on the grades of the text GEPA kept."""
+    from syntra_dspy.judging.judge import judge_mode
+
+    artifact, brain = compile_gepa(tmp_path, judge="graded", stages=["annotation_instruction"])
+    program = artifact.program
+    assert LENIENT_MARK in program.state.step_instructions["grade"] and LENIENT_MARK in program.grade.signature.instructions
+    assert LENIENT_MARK not in program.state.annotation_instruction  # the draft GEPA started from stays as it was
+    loop = {h["name"]: h for h in artifact.manifest["history"]}["annotation_instruction"]
+    first, kept = loop["attempts"][0], loop["attempts"][loop["kept"] - 1]
+    assert first["score"] < 0.5 <= kept["score"] and loop["passed"] and loop["threshold"] == 0.5
+    assert judge_mode(program) == "graded" and artifact.manifest["settings"]["judge"] == "graded"
+    summary = program.state.judge.summary  # fitted on the kept text's grades: it separates the set
+    assert summary.binary_kappa >= 0.5 and summary.positive_recall >= 0.6
+    assert "annotate" not in program.state.step_instructions and "judge_idattr" not in brain.calls
 
 
 def test_gepa_keeps_the_seed_when_nothing_improves(tmp_path, fast_encoder):  # noqa: F811

@@ -114,7 +114,7 @@ def test_chunk_size_under_a_graded_judge_is_refused(tmp_path_factory, minilm, tm
 def test_compile_refuses_settings_its_judge_does_not_use(capsys):
     assert main(["compile", str(MINI_TASK), "--chunk-size", "2"]) == 2  # default: the graded judge
     assert "--chunk-size 2 would do nothing" in capsys.readouterr().err
-    assert main(["compile", str(MINI_TASK), "--strategy", "none", "--judge-feature", "hybrid"]) == 2
+    assert main(["compile", str(MINI_TASK), "--judge-mode", "written", "--judge-feature", "hybrid"]) == 2
     assert "tune the graded judge's calibration" in capsys.readouterr().err
 
 
@@ -214,7 +214,7 @@ def test_compile_dry_run_counts_stages_attempts_and_trials_without_an_lm(monkeyp
     assert main(["compile", str(MINI_TASK), "--dry-run", "--strategy", "none", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     expected = out.split("expected time:")[1]
-    assert "(none, written judge, " in out and expected.startswith(" about") and "at most" not in expected
+    assert "(none, graded judge, " in out and expected.startswith(" about") and "at most" not in expected
 
 
 def test_the_estimates_follow_the_settings_and_the_measured_figures():

@@ -76,6 +76,11 @@ def test_no_refinement_uses_initial_instructions_only(tmp_path, index_dir):
     assert not any(name.startswith(("judge", "refine")) for name in brain.calls)
     assert "extract" not in brain.calls and "annotate" not in brain.calls
     assert STYLE_MARK not in artifact.program.state.query_instruction
+    # the graded judge's drafted instruction grades the calibration set once, untried, and is calibrated on it
+    judge = artifact.program.state.judge
+    assert judge is not None and brain.calls["grade"] == judge.summary.candidates
+    assert artifact.manifest["settings"]["judge"] == "graded" and artifact.manifest["usage"]["annotation_instruction"]["calls"] == judge.summary.candidates
+    assert LENIENT_MARK not in artifact.program.grade.signature.instructions
 
 
 def test_usage_is_recorded_per_loop(tmp_path, index_dir):

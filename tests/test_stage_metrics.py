@@ -55,19 +55,23 @@ def test_a_custom_metric_decides_when_each_loop_stops(tmp_path, index_dir):
     assert "metrics" not in default.manifest["optimizer"]
 
 
-def test_gepa_scores_each_trial_with_the_plugged_in_metric(tmp_path, index_dir):
+@pytest.mark.parametrize("judge", ["written", "graded"])
+def test_gepa_scores_each_trial_with_the_plugged_in_metric(tmp_path, index_dir, judge):
     calls = []
 
     def perfect(attempt, outputs):
         calls.append(len(outputs))
         return Evaluation(1.0, True, "")
 
-    artifact, _ = compile_mini(tmp_path, strategy="gepa", index_dir=index_dir,
+    artifact, _ = compile_mini(tmp_path, strategy="gepa", index_dir=index_dir, judge=judge,
                                optimizer_kwargs={"gepa": {"stages": ["annotation_instruction"]},
                                                  "metrics": {"annotation": perfect}})
     loop = artifact.manifest["history"][-1]
     assert loop["passed"] and loop["kept"] == 1 and len(loop["attempts"]) == 1  # the seed already scores 1.0
-    assert calls and set(calls) == {1}  # one trial at a time
+    if judge == "written":
+        assert calls and set(calls) == {1}  # one trial at a time
+    else:  # the graded judge's one trial is the whole calibration set: the metric sees its grades, as in the loop
+        assert calls and set(calls) == {artifact.program.state.judge.summary.candidates}
 
 
 class NotAMetric:

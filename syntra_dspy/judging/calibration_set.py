@@ -70,14 +70,28 @@ def calibration_set(examples: Sequence[Any], source: Any, *, k: int, controls: i
 
 def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any) -> list[Grade | None]:
     """Every candidate graded with ``program``'s instruction (query by query, so prompt prefixes are reused)."""
-    judge = RelevanceJudge(program.with_components(judge=None), mode="graded")  # grades only: no calibration
+    return grade_asked(program.with_components(judge=None), asked(candidates, corpus))  # grades only
+
+
+def asked(candidates: Sequence[JudgedCandidate], corpus: Any) -> tuple[tuple[str, Candidate], ...]:
+    """What the judge is asked of each candidate: its query, and its text with the retriever's cosine and BM25."""
+    return tuple((c.query, Candidate(c.text if c.text is not None else corpus[c.doc_id].content, c.cosine,
+                                     lexical=c.lexical)) for c in candidates)
+
+
+def grade_asked(program: Any, items: Sequence[tuple[str, Candidate]]) -> list[Grade | None]:
+    """The grade ``program``'s grading step, as it stands, gives each ``(query, candidate)`` (None: unusable).
+
+    ``program`` must hold no calibration (its grades are what is wanted); it is used as it is, not recomposed from
+    its components, so an optimizer that rewrote the grading step's instruction in place (GEPA) grades with its own
+    text."""
+    judge = RelevanceJudge(program, mode="graded")
     grades: list[Grade | None] = []
-    for n, c in enumerate(candidates, 1):
-        text = c.text if c.text is not None else corpus[c.doc_id].content
-        (judgment,) = judge.judge_all(c.query, [Candidate(text, c.cosine, lexical=c.lexical)])
+    for n, (query, candidate) in enumerate(items, 1):
+        (judgment,) = judge.judge_all(query, [candidate])
         grades.append(None if judgment is None else judgment.grade)
-        if n % 25 == 0 or n == len(candidates):
-            logger.info("annotation_instruction: graded %d/%d calibration candidates", n, len(candidates))
+        if n % 25 == 0 or n == len(items):
+            logger.info("annotation_instruction: graded %d/%d calibration candidates", n, len(items))
     return grades
 
 

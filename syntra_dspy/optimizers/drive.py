@@ -18,9 +18,9 @@ def drafted(stage: Stage, program: SynthesisProgram) -> Any:
 
 
 def draft_only(stage: Stage, program: SynthesisProgram) -> tuple[SynthesisProgram, LoopReport]:
-    """The initial attempt, adopted untried."""
+    """The initial attempt, adopted untried (see :meth:`Stage.adopt_untried`)."""
     initial = drafted(stage, program)
-    return stage.adopt(program, initial, None), unevaluated(stage.name, stage.describe(initial))
+    return stage.adopt_untried(program, initial), unevaluated(stage.name, stage.describe(initial))
 
 
 def refine_until_pass(stage: Stage, program: SynthesisProgram, *, review: Reviewer | None = None

@@ -7,6 +7,10 @@ scored one trial at a time by the stage's metric (:meth:`GEPAReadyStage.example_
 user's metric when one is plugged in). GEPA rewrites the steps' whole instructions, so its result is a component
 of its own (``step_instructions``: the whole instruction of a step, in place of the one composed from the other
 components); the other components keep the drafted texts GEPA started from. The task definition is drafted once.
+
+With the graded judge, GEPA rewrites the grading step's instruction against the annotation loop's own metric (kappa
+and positive recall of the calibration fitted on the grades); the whole calibration set is one GEPA example, and the
+calibration is fitted on the grades of the best text (:class:`~syntra_dspy.optimizers.stages.GradedAnnotationStage`).
 """
 
 from __future__ import annotations
@@ -69,9 +73,6 @@ class GEPAStrategy(Strategy):
     """Compiles with ``dspy.GEPA`` per stage, scored by the stages' own metrics (or the user's)."""
 
     strategy = "gepa"
-    # The written-label judge only: GEPA rewrites the written-label annotate step; the graded judge's grade step is
-    # read for probabilities and calibrated on trials, which GEPA does not run.
-    judges = ("written",)
     refines = False  # GEPA's own search a stage, no attempt loop
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
@@ -103,8 +104,10 @@ class GEPAStrategy(Strategy):
         """Run GEPA on one stage; return its report and the best candidate's instruction per step."""
         g, name = self.gepa, stage.name
         threshold = stage.threshold / stage.scale
+        # a minibatch larger than the trainset repeats examples: metric calls spent on runs already scored
+        minibatch = min(g.reflection_minibatch_size, len(trials.trainset))
         optimizer = dspy.GEPA(metric=FeedbackMetric(stage), max_metric_calls=g.max_metric_calls,
-                              reflection_lm=self.lms.refiner, reflection_minibatch_size=g.reflection_minibatch_size,
+                              reflection_lm=self.lms.refiner, reflection_minibatch_size=minibatch,
                               use_merge=g.use_merge, num_threads=g.num_threads, seed=self.settings.seed,
                               track_stats=True, warn_on_score_mismatch=False, gepa_kwargs=self._gepa_kwargs())
         probe = UsageProbe(self.meter, name)

@@ -18,11 +18,11 @@ from syntra_dspy.programs.synthesis import SynthesisProgram
 
 
 class NoRefinement(Strategy):
-    """Drafts the task definition (when inferred) and the initial instructions once, and evaluates nothing."""
+    """Drafts the task definition (when inferred) and the initial instructions once, and evaluates nothing. The
+    graded judge's drafted instruction grades the calibration set once, untried, so its calibration is fitted as
+    every strategy's is (see :meth:`~syntra_dspy.optimizers.stages.GradedAnnotationStage.adopt_untried`)."""
 
     strategy = "none"
-    # The written-label judge only: the graded judge's calibration is fitted on trials, and none are run here.
-    judges = ("written",)
     refines = False  # one draft a stage, no attempt loop
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,

@@ -42,8 +42,8 @@ class CompileSettings(BaseModel):
     infer_task_definition: bool = Field(True, description="infer the task definition when the task file has none")
     judge: JudgeMode = Field(
         "graded", description="graded: one candidate per call, label-token probabilities and a calibration fitted "
-        "here; written: the annotator writes labels for chunks of candidates (the only judge of the none and gepa "
-        "strategies, which run no calibration trials)")
+        "here (every strategy fits it: none on its drafted instruction, untried; gepa on the grading text its search "
+        "keeps); written: the annotator writes labels for chunks of candidates")
     judge_feature: Literal["auto", "expected", "fused", "relative", "hybrid", "weighted"] = Field(
         "auto", description="graded judge score: E; E fused with the retriever's cosine; fused plus how far both "
         "stand above the rest of the query's retrieved list (relative); relative plus the candidate's BM25 score and "

@@ -65,8 +65,7 @@ class Strategy(Teleprompter, ABC):
         if "judge" in settings.model_fields_set:
             raise ConfigError(f"the {cls.strategy} strategy compiles the {' or '.join(cls.judges)} judge, not "
                               f"{settings.judge!r}", field="judge",
-                              hint=f"use --judge-mode {cls.judges[0]}, or a strategy that fits the {settings.judge} "
-                                   "judge's calibration on trials (self-improve, human)")
+                              hint=f"use --judge-mode {cls.judges[0]}, or another strategy")
         return settings.model_copy(update={"judge": cls.judges[0]})
 
     # -- the Teleprompter contract -----------------------------------------------------------------------

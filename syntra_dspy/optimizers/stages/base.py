@@ -9,6 +9,8 @@ Strategies drive stages; they never reach into one. The contract, in the order a
 - ``trial(attempt)``, ``metric(attempt, outputs)``, ``refine(attempt, outputs, evaluation)``: one turn of a loop;
 - ``adopt(program, attempt, outputs)``: the program with the kept attempt written into its components, the one
   place instructions come from (``program.json``, the rendered prompts and ``artifacts diff`` all read them);
+- ``adopt_untried(program, initial)``: for a driver that runs no trials, the program with the initial attempt (a
+  stage that cannot do without a trial, e.g. the graded judge's calibration, runs that one here);
 - for ``dspy.GEPA`` (a ``GEPAReadyStage``): ``steps`` (the synthesis steps whose whole instructions GEPA may rewrite),
   ``gepa_trials(program)`` (a module over those steps and its trainset), ``example_metric`` and ``example_key``
   (one trial's judgement, memoised by key) and ``adopt_steps(program, texts)``.
@@ -113,6 +115,10 @@ class Stage(ABC, Generic[A, O]):
     @abstractmethod
     def adopt(self, program: SynthesisProgram, attempt: A, outputs: O | None) -> SynthesisProgram:
         """The program with ``attempt`` written into its components."""
+
+    def adopt_untried(self, program: SynthesisProgram, initial: A) -> SynthesisProgram:
+        """The program with ``initial`` adopted without any trial (by default nothing needs one)."""
+        return self.adopt(program, initial, None)
 
     def describe(self, attempt: A) -> str:
         return str(attempt)

@@ -7,6 +7,13 @@ mismatches (positives called negative, random documents called positive) become 
 The first attempt grades with the task definition and the fixed scale alone (plus any instruction the task
 gives): no drafted instruction, which on SciFact made the 1.5B model's grades flatter. Refinements add
 task-specific guidance written from the mismatches.
+
+Every strategy compiles this judge the same way: the kept instruction's grades of the calibration set fit the
+calibration. A strategy that runs no trials (``none``) grades the set once with the drafted instruction, untried
+(:meth:`GradedAnnotationStage.adopt_untried`); ``dspy.GEPA`` rewrites the grading step's whole instruction against
+the same metric, the whole calibration set being one GEPA example (the kappa of a fitted calibration is a property
+of the set, not a mean over its candidates), and the calibration is then fitted on the grades of GEPA's best text
+(:meth:`GradedAnnotationStage.adopt_steps`).
 """
 
 from __future__ import annotations
@@ -15,15 +22,18 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import dspy
+
 from syntra_dspy.judging import calibration_set as js
 from syntra_dspy.judging.calibration import JudgeCalibration, fit_calibration, sample_contexts
 from syntra_dspy.judging.candidates import JudgedCandidate, with_lexical
 from syntra_dspy.judging.grading import Grade
+from syntra_dspy.judging.judge import Candidate
 from syntra_dspy.judging.labels import LabelledPair
 from syntra_dspy.optimizers.metric import StageMetric
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.optimizers.stages.annotation import LabelSource, given_labels
-from syntra_dspy.optimizers.stages.base import Stage, TrialMaterial
+from syntra_dspy.optimizers.stages.base import GEPAReadyStage, GEPATrials, TrialMaterial, TrialModule
 from syntra_dspy.optimizers.text import clean_text
 from syntra_dspy.optimizers.tools import StageTools
 from syntra_dspy.programs import context as ctx
@@ -32,10 +42,11 @@ from syntra_dspy.programs.synthesis import SynthesisProgram
 logger = logging.getLogger(__name__)
 
 
-class GradedAnnotationStage(Stage[str, list["Grade | None"]]):
+class GradedAnnotationStage(GEPAReadyStage[str, list["Grade | None"]]):
     """Trial outputs: one grade per calibration candidate (``self.candidates``, in that order; None: unusable)."""
 
     name = "annotation_instruction"
+    steps = ("grade",)
     scale = 1.0
 
     def __init__(self, tools: StageTools, material: TrialMaterial, *, metric: StageMetric | None = None,
@@ -89,10 +100,68 @@ class GradedAnnotationStage(Stage[str, list["Grade | None"]]):
     def adopt(self, program: SynthesisProgram, attempt: str, outputs: list[Grade | None] | None
               ) -> SynthesisProgram:
         """The instruction and the calibration fitted on its grades (none without a gradable known positive)."""
-        samples = js.samples_of(self.candidates, outputs or [])
+        return self.calibrated(program.with_components(annotation_instruction=attempt), outputs or [])
+
+    def calibrated(self, program: SynthesisProgram, grades: Sequence[Grade | None]) -> SynthesisProgram:
+        """``program`` with the calibration fitted on ``grades`` of the calibration set (None when no known positive
+        was graded: the program then judges with written labels, and the compile says so)."""
+        samples = js.samples_of(self.candidates, grades)
         judge = fit_calibration(samples, feature=self.settings.judge_feature) \
             if any(x.gold == "positive" for x in samples) else None
-        return program.with_components(annotation_instruction=attempt, judge=judge)
+        return program.with_components(judge=judge)
+
+    def adopt_untried(self, program: SynthesisProgram, initial: str) -> SynthesisProgram:
+        """Untried but calibrated, as every strategy's graded judge is: the drafted instruction grades the
+        calibration set once and the calibration is fitted on those grades; nothing is evaluated or refined."""
+        self.prepare(initial)
+        with self.tools.metered(self.name):
+            grades = self.trial(initial)
+        return self.adopt(program, initial, grades)
+
+    # -- for dspy.GEPA: the whole calibration set is one example ---------------------------------------------------
+    def gepa_trials(self, program: SynthesisProgram) -> GEPATrials:
+        """One example: the grading step grades every calibration candidate, and the trial's judgement is the
+        stage's own metric (kappa and recall of the calibration fitted on those grades). The candidates go in as
+        texts, so the module GEPA copies for each candidate carries no corpus."""
+        self.prepare(program.state.annotation_instruction)
+        items = js.asked(self.candidates, self.material.corpus)
+        module = TrialModule(program.with_components(judge=None), self.steps, {0: items}, field="index",
+                             run=_grade_all)
+        return GEPATrials(module, [dspy.Example(index=0).with_inputs("index")])
+
+    def example_metric(self, attempt: str, outputs: list[Any]) -> Evaluation:
+        """The loop's metric (the stage's own, or the user's) on the one trial's grades. GEPA ranks candidates by
+        one number, so an attempt that misses the recall target scores just below the kappa target, as the query
+        stage caps a measured miss below its pass mark; kappa at or below chance scores 0."""
+        (grades,) = outputs
+        ev = self.metric(attempt, list(grades))
+        score = max(0.0, ev.score or 0.0)
+        if not ev.passed:
+            score = min(score, max(0.0, self.threshold - 0.01))
+        return Evaluation(round(score, 4), ev.passed, ev.feedback or "The calibration set is judged as people did.",
+                          ev.details)
+
+    def example_judgement(self, attempt: str, outputs: list[Any]) -> Evaluation:
+        (grades,) = outputs
+        return self.evaluate(attempt, list(grades))
+
+    def example_key(self, trial: tuple[Grade | None, ...]) -> str:
+        return repr(trial)
+
+    def adopt_steps(self, program: SynthesisProgram, texts: dict[str, str]) -> SynthesisProgram:
+        """GEPA's grading text as a component, then the calibration fitted on that text's grades of the calibration
+        set (the same grades GEPA scored it on: the LM's cache answers them again)."""
+        program = super().adopt_steps(program, texts)
+        if not self.candidates:  # GEPA did not run on this stage: the drafted instruction, calibrated
+            self.prepare(program.state.annotation_instruction)
+        with self.tools.metered(self.name):
+            grades = self.tools.generating(js.grade_asked, program.with_components(judge=None),
+                                           js.asked(self.candidates, self.material.corpus))
+        return self.calibrated(program, grades)
+
+
+def _grade_all(program: SynthesisProgram, items: Sequence[tuple[str, Candidate]]) -> tuple[Grade | None, ...]:
+    return tuple(js.grade_asked(program, items))
 
 
 def confirmed_candidates(candidates: Any, pairs: Sequence[LabelledPair] | None) -> list[JudgedCandidate]:
