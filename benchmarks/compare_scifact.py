@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from syntra_dspy import __version__
     from syntra_dspy.comparison import DownstreamOptions, HeldoutOptions, compare_strategies
-    from syntra_dspy.optimizers import CompileSettings
+    from syntra_dspy.optimizers import CompileSettings, ReviewSession
 
     qrels = args.data / "qrels" / f"{args.split}.tsv"
     if not qrels.is_file():
@@ -103,18 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     if "human" in names:
         if args.resume:
             resumed = args.feedback.with_suffix(".resumed.jsonl")
-            options["human"] = {"feedback": args.feedback, "record": resumed}
+            options["human"] = {"review": ReviewSession(feedback=args.feedback, record=resumed)}
         elif args.record:
             if args.feedback.exists():
                 print(f"error: {args.feedback} exists; move it away to record a new session", file=sys.stderr)
                 return 2
-            options["human"] = {"record": args.feedback}
+            options["human"] = {"review": ReviewSession(record=args.feedback)}
         elif not args.feedback.is_file():
             print(f"error: no recorded human session at {args.feedback}; run once with --record "
                   "(interactive) or drop 'human' from --strategies", file=sys.stderr)
             return 2
         else:
-            options["human"] = {"feedback": args.feedback}
+            options["human"] = {"review": ReviewSession(feedback=args.feedback)}
     overrides = {r: getattr(args, r) for r in ("generator", "verifier", "refiner") if getattr(args, r)}
     downstream = None
     if args.downstream:

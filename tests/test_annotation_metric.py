@@ -10,6 +10,7 @@ from helpers import compile_mini
 
 from syntra_dspy.judging.judge import judge_mode
 from syntra_dspy.lm import TokenDistribution
+from syntra_dspy.optimizers import ReviewSession
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer
 from syntra_dspy.testing import SyntraBrain
 
@@ -34,7 +35,7 @@ def index_dir(tmp_path_factory):
 
 def _options(strategy: str) -> dict:
     if strategy == "human":  # the person accepts every verifier judgement and gives no labels
-        return {"terminal": TerminalReviewer(io.StringIO("\n" * 40), io.StringIO())}
+        return {"review": ReviewSession(terminal=TerminalReviewer(io.StringIO("\n" * 40), io.StringIO()))}
     if strategy == "gepa":
         return {"gepa": {"max_metric_calls": 8}}
     return {}

@@ -18,7 +18,7 @@ from syntra_dspy.comparison import (
     load_judgements,
 )
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.optimizers import CompileSettings
+from syntra_dspy.optimizers import CompileSettings, ReviewSession
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer
 from syntra_dspy.testing import SyntraBrain
 
@@ -84,8 +84,8 @@ def compared(tmp_path_factory):
         result = compare_strategies(
             MINI_TASK, strategies="none,self-improve,human,gepa", out=root / "out", lms=roles,
             index_dir=root / "index", settings=SETTINGS, heldout=HeldoutOptions(docs=3, qrels=qrels),
-            strategy_options={"human": {"terminal": TerminalReviewer(io.StringIO(typed), io.StringIO()),
-                                        "record": root / "feedback.jsonl"}})
+            strategy_options={"human": {"review": ReviewSession(
+                terminal=TerminalReviewer(io.StringIO(typed), io.StringIO()), record=root / "feedback.jsonl")}})
     return {"root": root, "result": result, "qrels": qrels}
 
 
@@ -146,7 +146,8 @@ def test_a_replayed_comparison_reproduces_every_artifact(compared, tmp_path, mon
     again = compare_strategies(MINI_TASK, strategies="human,none", out=tmp_path / "out", lms=roles,
                                index_dir=compared["root"] / "index", settings=SETTINGS,
                                heldout=HeldoutOptions(docs=3), chart=False,
-                               strategy_options={"human": {"feedback": compared["root"] / "feedback.jsonl"}})
+                               strategy_options={"human": {"review": ReviewSession(
+                                   feedback=compared["root"] / "feedback.jsonl")}})
     first = {r.strategy: r.program_id for r in compared["result"].strategies}
     assert {r.strategy: r.program_id for r in again.strategies} == {"human": first["human"], "none": first["none"]}
     assert "annotation" not in again.strategies[0].metrics and not (tmp_path / "out" / "comparison.png").exists()
@@ -183,6 +184,8 @@ def test_cli_compare_prints_the_table_and_writes_reports(tmp_path, monkeypatch, 
     (["--strategies", "none,magic"], "unknown 'magic'"),  # refused by the parser: the choices it lists
     (["--strategies", "none", "--human-feedback", "f.jsonl"], "--human-feedback is only used by the 'human'"),
     (["--strategies", "none", "--human-labels", "q.tsv"], "--human-labels is only used by the 'human'"),
+    (["--strategies", "none", "--no-review"], "--no-review is only used by the 'human'"),
+    (["--strategies", "human", "--no-review", "--human-feedback", "f.jsonl"], "--no-review leaves no session"),
     (["--strategies", "none", "--downstream"], "--downstream needs an evaluation dataset"),
 ])
 def test_cli_compare_refuses_bad_options_with_a_fix(argv, message, capsys):

@@ -13,7 +13,7 @@ from helpers import MINI_TASK, scripted_roles
 from test_compare_helpers import TESTS, use_fast_encoder, write_calibration_labels
 
 from syntra_dspy.artifacts import load_artifact
-from syntra_dspy.optimizers import CompileSettings, FeedbackMismatchError, read_feedback
+from syntra_dspy.optimizers import CompileSettings, FeedbackMismatchError, ReviewSession, read_feedback
 from syntra_dspy.optimizers.terminal_review import ReviewInputEnded, TerminalReviewer
 from syntra_dspy.testing import GUIDANCE_MARK, STYLE_MARK
 
@@ -32,6 +32,7 @@ SESSION = [
 
 
 def compile_human(root, monkeypatch, **options):
+    """``options``: the review session's fields (feedback, record, terminal, reviewer)."""
     from syntra_dspy.compiler import compile_task
 
     use_fast_encoder(monkeypatch)
@@ -39,7 +40,8 @@ def compile_human(root, monkeypatch, **options):
     # the recorded decisions below answer the written judge's annotation loop
     settings = CompileSettings(sample_docs=options.pop("sample_docs", 3), selection_target=20, judge="written")
     artifact = compile_task(MINI_TASK, strategy="human", out=root / "artifacts", lms=roles,
-                            index_dir=root / "index", settings=settings, optimizer_kwargs=options)
+                            index_dir=root / "index", settings=settings,
+                            optimizer_kwargs={"review": ReviewSession(**options)})
     return artifact, brain
 
 

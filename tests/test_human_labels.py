@@ -8,7 +8,7 @@ import io
 from helpers import MINI_TASK, scripted_roles
 from test_compare_helpers import HELDOUT_QUERIES, use_fast_encoder, write_heldout_beir
 
-from syntra_dspy.optimizers import CompileSettings
+from syntra_dspy.optimizers import CompileSettings, HumanLabels, ReviewSession
 from syntra_dspy.judging.labels import read_human_labels
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer
 
@@ -24,14 +24,16 @@ def test_beir_qrels_become_confirmed_labels_with_their_query_texts(tmp_path):
     assert [(p.doc_id, p.label) for p in read_human_labels(tsv)] == [("d1", "positive"), ("d2", "easy_negative")]
 
 
-def _compile(tmp_path, **options):
+def _compile(tmp_path, labels=None, judge="written", **review):
+    """``review``: the review session's fields (feedback, record, terminal, reviewer, reviewed)."""
     from syntra_dspy.compiler import compile_task
 
     roles, _ = scripted_roles()
     return compile_task(MINI_TASK, strategy="human", out=tmp_path / "artifacts", lms=roles,
                         index_dir=tmp_path / "index",
-                        settings=CompileSettings(sample_docs=3, selection_target=20, judge="written",
-                                                 calibration_queries=3), optimizer_kwargs=options)
+                        settings=CompileSettings(sample_docs=3, selection_target=20, judge=judge,
+                                                 judge_feature="expected", calibration_queries=3),
+                        optimizer_kwargs={"labels": HumanLabels.of(labels), "review": ReviewSession(**review)})
 
 
 def test_the_human_strategy_calibrates_on_a_qrels_file_and_names_every_source(tmp_path, monkeypatch):
@@ -53,3 +55,31 @@ def test_the_human_strategy_calibrates_on_a_qrels_file_and_names_every_source(tm
     assert replayed.program_id == artifact.program_id
     assert replayed.manifest["record"]["reviews"] == {"source": "replayed terminal session", "file": "session.jsonl",
                                                       "reviewer": "Ada"}
+
+
+def test_people_s_labels_alone_calibrate_the_graded_judge_when_no_one_reviews(tmp_path, monkeypatch):
+    """The comparison's human row: SciFact-like qrels calibrate the graded annotation loop, and no person is asked."""
+    use_fast_encoder(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    qrels = write_heldout_beir(tmp_path / "beir")
+    artifact = _compile(tmp_path, labels=qrels, judge="graded", reviewed=False)
+    assert not list(tmp_path.glob("human-feedback-*.jsonl"))  # nothing recorded: no session
+    assert artifact.manifest["record"]["reviews"]["source"] == "no review: every verifier judgement stands"
+    assert artifact.manifest["optimizer"]["human_feedback"]["reviewed"] is False
+    labels = artifact.manifest["optimizer"]["human_decisions"]["labels"]
+    assert labels["pairs"] == 3 and len(labels["queries"]) == 3
+    summary = artifact.program.state.judge.summary  # people's claims are in the calibration set
+    assert set(labels["queries"]) <= set(summary.query_texts) and summary.sources.get("human", 0) >= 3
+
+
+def test_no_review_needs_people_s_labels_and_no_session():
+    import pytest
+
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.optimizers import HumanCalibration
+
+    roles, _ = scripted_roles()
+    with pytest.raises(ConfigError, match="calibrates on people's labels, and none were given"):
+        HumanCalibration(lms=roles, review=ReviewSession(reviewed=False))
+    with pytest.raises(ConfigError, match="no one reviews has no feedback file"):
+        ReviewSession(reviewed=False, feedback="f.jsonl")

@@ -110,15 +110,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("comparison") / spec.name)
     options: dict[str, dict] = {}
     if "human" in names:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        record = args.record_feedback or out / f"human-feedback-{stamp}.jsonl"
-        if args.human_feedback:  # replay; with --record-feedback too, resume an interrupted session
-            options["human"] = {"feedback": args.human_feedback, "record": args.record_feedback}
-        else:
-            options["human"] = {"record": record}
-        options["human"].update(human_label_options(args, human=True))
-    elif args.human_feedback or args.human_labels:
-        flag = "--human-feedback" if args.human_feedback else "--human-labels"
+        from syntra_dspy.optimizers.human_inputs import ReviewSession
+
+        options["human"] = human_label_options(args, human=True)
+        if "review" not in options["human"]:  # replay (with --record-feedback too: resume) or record a live session
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            options["human"]["review"] = ReviewSession(feedback=args.human_feedback, record=args.record_feedback) \
+                if args.human_feedback else \
+                ReviewSession(record=args.record_feedback or out / f"human-feedback-{stamp}.jsonl")
+    elif args.human_feedback or args.human_labels or args.no_review:
+        flag = "--human-feedback" if args.human_feedback else "--human-labels" if args.human_labels else "--no-review"
         raise ConfigError(f"{flag} is only used by the 'human' strategy", field="strategies",
                           hint="add human to --strategies")
     if "gepa" in names and args.gepa_max_metric_calls:

@@ -129,18 +129,31 @@ def add_human_label_flags(p: argparse.ArgumentParser) -> None:
                         "beir:PATH:split spec, or a 'query, doc_id, label' file (up to --calibration-queries queries)")
     p.add_argument("--human-label-queries", metavar="FILE", default=None,
                    help="query texts for --human-labels qrels outside a BEIR layout (queries.jsonl or id<TAB>text)")
+    p.add_argument("--no-review", action="store_true",
+                   help="human strategy: no one reviews the attempts (every verifier judgement stands); the "
+                        "annotation loop is calibrated on --human-labels alone")
 
 
-def human_label_options(args: argparse.Namespace, *, human: bool) -> dict[str, str]:
-    """The human strategy's label-file options from the command line (refused without that strategy)."""
-    if not args.human_labels:
+def human_label_options(args: argparse.Namespace, *, human: bool) -> dict[str, object]:
+    """The human strategy's labels (a ``HumanLabels``) and, with ``--no-review``, its review session, from the
+    command line (refused without that strategy)."""
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.optimizers.human_inputs import HumanLabels, ReviewSession
+
+    if not args.human_labels and not args.no_review:
         return {}
+    flag = "--human-labels" if args.human_labels else "--no-review"
     if not human:
-        from syntra_dspy.errors import ConfigError
-
-        raise ConfigError("--human-labels belongs to the human strategy", field="human-labels",
+        raise ConfigError(f"{flag} belongs to the human strategy", field=flag.lstrip("-"),
                           hint="use --strategy human (compare: add human to --strategies)")
-    return {"labels": args.human_labels, "label_queries": args.human_label_queries}
+    labels = {"labels": HumanLabels(file=args.human_labels, queries=args.human_label_queries)} \
+        if args.human_labels else {}
+    if not args.no_review:
+        return labels
+    if getattr(args, "human_feedback", None) or getattr(args, "record_feedback", None):
+        raise ConfigError("--no-review leaves no session to replay or record", field="no-review",
+                          hint="drop --human-feedback/--record-feedback, or drop --no-review")
+    return {**labels, "review": ReviewSession(reviewed=False)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
             from syntra_dspy.errors import ConfigError
 
             raise ConfigError("--human-feedback and --record-feedback belong to --strategy human")
-        extra.update({"feedback": args.human_feedback, "record": args.record_feedback})
+        from syntra_dspy.optimizers.human_inputs import ReviewSession
+
+        extra["review"] = ReviewSession(feedback=args.human_feedback, record=args.record_feedback)
     settings = settings_from_args(args)
     check_used(args, settings)
     config = CompileConfig(strategy=args.strategy, settings=settings, lm_overrides=lm_overrides(args),

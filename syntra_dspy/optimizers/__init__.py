@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads 
     from syntra_dspy.judging.labels import LabelledPair, read_label_file
     from syntra_dspy.optimizers.gepa import GEPASettings, GEPAStrategy
     from syntra_dspy.optimizers.human import FeedbackMismatchError, HumanCalibration, read_feedback
+    from syntra_dspy.optimizers.human_inputs import HumanLabels, ReviewSession
     from syntra_dspy.optimizers.loop import RefinementLoop, Review, ReviewRequest
     from syntra_dspy.optimizers.metric import StageMetric
     from syntra_dspy.optimizers.no_refinement import NoRefinement
@@ -30,12 +31,14 @@ __all__ = [
     "GEPASettings",
     "GEPAStrategy",
     "HumanCalibration",
+    "HumanLabels",
     "LabelledPair",
     "LoopReport",
     "NoRefinement",
     "RefinementLoop",
     "Review",
     "ReviewRequest",
+    "ReviewSession",
     "SelfImprove",
     "StageMetric",
     "Strategy",
@@ -64,6 +67,8 @@ _getattr, __dir__ = lazy_exports(__name__, {
     "FeedbackMismatchError": "syntra_dspy.optimizers.human",
     "HumanCalibration": "syntra_dspy.optimizers.human",
     "read_feedback": "syntra_dspy.optimizers.human",
+    "HumanLabels": "syntra_dspy.optimizers.human_inputs",
+    "ReviewSession": "syntra_dspy.optimizers.human_inputs",
     "RefinementLoop": "syntra_dspy.optimizers.loop",
     "Review": "syntra_dspy.optimizers.loop",
     "ReviewRequest": "syntra_dspy.optimizers.loop",

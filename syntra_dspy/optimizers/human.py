@@ -5,8 +5,10 @@ but after each evaluation a person sees the instruction, its trial outputs and t
 decides: accept the judgement, pass the attempt, replace or add to the feedback the refiner receives, or edit
 the instruction directly. Before the annotation loop they may supply human-confirmed labels as its
 calibration set. Each input becomes one JSONL event (loop, attempt, action, text, and the sha256 of what
-was shown); ``feedback=FILE`` replays such a file with no person present, refusing a file that does not
-match the session being replayed. Same file, same task and settings, same LMs: the same artifact.
+was shown); ``ReviewSession(feedback=FILE)`` replays such a file with no person present, refusing a file that does
+not match the session being replayed. Same file, same task and settings, same LMs: the same artifact. People's
+judgments (qrels or a label file, :class:`HumanLabels`) may calibrate the annotation loop instead of, or besides,
+labels given at the terminal; with ``ReviewSession(reviewed=False)`` they are the only human input.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from syntra_dspy.jsonl import json_objects
 from syntra_dspy.outputs import shown_path
 from syntra_dspy.errors import ConfigError, InputError, SyntraError
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.judging.labels import (LabelledPair, label_source, labels_text, parse_labels_text, read_human_labels,
-                                       with_texts)
+from syntra_dspy.judging.labels import LabelledPair, labels_text, parse_labels_text, with_texts
+from syntra_dspy.optimizers.human_inputs import HumanLabels, ReviewSession
 from syntra_dspy.optimizers.loop import Review, ReviewRequest
 from syntra_dspy.optimizers.drive import refine_until_pass
 from syntra_dspy.optimizers.metric import StageMetric
@@ -152,46 +154,43 @@ def parse_task_definition_text(text: str) -> TaskDefinition:
 
 
 class HumanCalibration(Strategy):
-    """Self-improvement's loops with a person (or a replay of one) reviewing every attempt.
+    """Self-improvement's loops with a person (or a replay of one) reviewing every attempt, and people's labels, when
+    given, as the annotation loop's calibration set.
 
-    ``feedback`` replays a recorded file; otherwise a ``TerminalReviewer`` asks on the terminal and every
-    input is recorded to ``record`` (default: ``human-feedback-<UTC time>.jsonl`` in the working directory).
-    Both together resume an interrupted session: the file is replayed, then the person is asked from where
-    it ends, and the whole session (replayed and new decisions) is recorded to ``record``.
+    ``review`` (a :class:`ReviewSession`) says who reviews: by default a ``TerminalReviewer`` asks on the terminal
+    and every input is recorded (to ``human-feedback-<UTC time>.jsonl`` in the working directory unless told); a
+    recorded file can be replayed, or replayed and resumed; or no one reviews and people's ``labels`` (a
+    :class:`HumanLabels`, or labelled pairs) alone calibrate the annotation loop.
     """
 
     strategy = "human"
     live_progress = False  # the terminal is the reviewer's
 
     def __init__(self, *, settings: CompileSettings | None = None, lms: Any, meter: Any = None,
-                 author: Any = None, feedback: str | Path | None = None, record: str | Path | None = None,
-                 terminal: TerminalReviewer | None = None,
-                 calibration: Sequence[LabelledPair] | None = None, labels: str | Path | None = None,
-                 label_queries: str | Path | None = None, reviewer: str | None = None,
+                 author: Any = None, review: ReviewSession | None = None,
+                 labels: HumanLabels | Sequence[LabelledPair] | None = None,
                  metrics: Mapping[str, StageMetric] | None = None) -> None:
         settings = settings or CompileSettings()
+        review = review or ReviewSession()
+        given = HumanLabels.of(labels)
+        if not review.reviewed and given is None:
+            raise ConfigError("with no one reviewing, the human strategy calibrates on people's labels, and none "
+                              "were given", field="labels", hint="give --human-labels FILE (qrels or a label file)")
         self.label_source: dict[str, Any] | None = None
-        if labels is not None:
-            if calibration:
-                raise ConfigError("give human-confirmed labels either as pairs or as a file, not both",
-                                  field="labels")
-            calibration = read_human_labels(labels, queries=label_queries, max_queries=settings.calibration_queries,
-                                            seed=settings.seed)
-            self.label_source = label_source(labels, calibration)
-        elif calibration:
-            self.label_source = {"source": "labels given to the strategy", "pairs": len(calibration),
-                                 "queries": sorted({p.query for p in calibration})}
+        calibration: tuple[LabelledPair, ...] = ()
+        if given is not None:
+            calibration, self.label_source = given.read(max_queries=settings.calibration_queries, seed=settings.seed)
         super().__init__(settings=settings, lms=lms, meter=meter, author=author, metrics=metrics)
-        self.calibration = tuple(calibration) if calibration else None
+        self.calibration = calibration or None
+        self.session = review
         self.events: list[FeedbackEvent] = []
-        self.replaying = feedback is not None
-        self.resuming = self.replaying and record is not None
-        self.feedback_path = Path(feedback) if feedback is not None else Path(record or default_feedback_path())
+        self.replaying, self.resuming = review.replaying, review.resuming
+        self.feedback_path = Path(review.feedback) if review.feedback is not None else \
+            Path(review.record or default_feedback_path())
         self._pending = read_feedback(self.feedback_path) if self.replaying else []
-        asks = self.resuming or not self.replaying
-        self._terminal = (terminal or TerminalReviewer()) if asks else None
-        self._recorder = FeedbackRecorder(record or self.feedback_path) if asks else None
-        self.reviewer = reviewer or (default_reviewer() if asks else "")
+        self._terminal = (review.terminal or TerminalReviewer()) if review.asks else None
+        self._recorder = FeedbackRecorder(review.record or self.feedback_path) if review.asks else None
+        self.reviewer = review.reviewer or (default_reviewer() if review.asks else "")
 
     # -- the strategy ----------------------------------------------------------------------------------------
     def run(self, student: SynthesisProgram, *, trainset: Sequence[Any], documents: Sequence[tr.TrialDocument],
@@ -213,18 +212,23 @@ class HumanCalibration(Strategy):
                             metrics=self.metrics, labels=labels)
 
     def drive(self, stage: Stage, program: SynthesisProgram) -> tuple[SynthesisProgram, LoopReport]:
-        return refine_until_pass(stage, program, review=self._review)
+        return refine_until_pass(stage, program, review=self._review if self.session.reviewed else None)
 
     def get_params(self) -> dict[str, Any]:
+        unreviewed = {} if self.session.reviewed else {"reviewed": False}
         return {**super().get_params(),
-                "human_feedback": {"events": len(self.events), "decisions_sha256": decisions_digest(self.events)},
+                "human_feedback": {"events": len(self.events), "decisions_sha256": decisions_digest(self.events),
+                                   **unreviewed},
                 "human_decisions": {"labels": self.label_source or {"source": "none (few-shot positive check)"}}}
 
     def compile_record(self) -> dict[str, Any]:
         return {"reviews": self.review_source()}
 
     def review_source(self) -> dict[str, str]:
-        """Where the review decisions came from: a person at this terminal, or a recording of one (and who)."""
+        """Where the review decisions came from: a person at this terminal, or a recording of one (and who), or no
+        one."""
+        if not self.session.reviewed:
+            return {"source": "no review: every verifier judgement stands", "file": "", "reviewer": ""}
         recorded = next((e.by for e in self.events if e.by), "") or self.reviewer or "not recorded"
         if self._recorder is None:
             return {"source": "replayed terminal session", "file": shown_path(self.feedback_path), "reviewer": recorded}
@@ -334,5 +338,5 @@ def _apply(event: FeedbackEvent, ev: Evaluation, replacement: Any) -> Review:
                                 f"{event.attempt}", line=event.seq, hint=_REPLAY_HINT)
 
 
-__all__ = ["ACTIONS", "FeedbackEvent", "FeedbackMismatchError", "FeedbackRecorder", "HumanCalibration",
-           "decisions_digest", "parse_task_definition_text", "read_feedback"]
+__all__ = ["ACTIONS", "FeedbackEvent", "FeedbackMismatchError", "FeedbackRecorder", "HumanCalibration", "HumanLabels",
+           "ReviewSession", "decisions_digest", "parse_task_definition_text", "read_feedback"]
