@@ -68,8 +68,11 @@ def test_people_s_labels_alone_calibrate_the_graded_judge_when_no_one_reviews(tm
     assert artifact.manifest["optimizer"]["human_feedback"]["reviewed"] is False
     labels = artifact.manifest["optimizer"]["human_decisions"]["labels"]
     assert labels["pairs"] == 3 and len(labels["queries"]) == 3
-    summary = artifact.program.state.judge.summary  # people's claims are in the calibration set
-    assert set(labels["queries"]) <= set(summary.query_texts) and summary.sources.get("human", 0) >= 3
+    judge = artifact.program.state.judge  # people's claims join the calibration set as a few-shot query does:
+    assert set(labels["queries"]) <= set(judge.summary.query_texts) and judge.summary.sources.get("human", 0) == 3
+    theirs = [x for x in judge.samples if x.query in labels["queries"]]  # judged positive, retrieved rest, control
+    assert {x.gold for x in theirs} == {"positive", "hard_negative", "easy_negative"}
+    assert {x.source for x in theirs} == {"human", "retrieved", "control"}
 
 
 def test_no_review_needs_people_s_labels_and_no_session():

@@ -4,6 +4,7 @@ The calibration set (:func:`calibration_set`) is each few-shot query's retrieved
 them, added when retrieval missed it; the other candidates as presumed negatives) plus random corpus documents as
 easy negatives, and, when the user names judged data (``calibration_labels``: a ``beir:``/``neuclirtech:`` dataset
 with human qrels), the same kind of candidates for some of its queries with the people's judgments as reference.
+The human strategy's labels join it the same way (:func:`judged_query_candidates`).
 :func:`grade_set` grades every candidate with a program's grading prompt; :func:`samples_of` turns the grades into
 the :class:`CalibrationSample` list a :class:`JudgeCalibration` is fitted on. The annotation loop
 (:mod:`~syntra_dspy.optimizers.stages.graded_annotation`) and ``syntra artifacts recalibrate`` both build it here.
@@ -65,6 +66,44 @@ def calibration_set(examples: Sequence[Any], source: Any, *, k: int, controls: i
                                   exclude=[ex.query for ex in examples])
         out += [replace(c, source="human" if c.gold == "positive" else "control" if c.source == "random"
                         else "retrieved") for c in judged]
+    return out
+
+
+def judged_query_candidates(pairs: Sequence[Any], source: Any, *, k: int, controls: int, seed: int
+                            ) -> list[JudgedCandidate]:
+    """Candidates of the queries people judged (``pairs``: :class:`~syntra_dspy.judging.labels.LabelledPair`), each
+    built as a few-shot query's is: its retrieved top-K, the judged documents with people's labels (source
+    ``human``) and the others presumed hard negatives (as IR evaluation counts an unjudged retrieved document), the
+    judged documents retrieval missed added, and ``controls`` random corpus documents as easy negatives."""
+    corpus, encoder, index = source.corpus, source.encoder, source.index
+    by_query: dict[str, dict[str, Any]] = {}
+    for p in pairs:
+        by_query.setdefault(p.query, {})[p.doc_id] = p
+    queries = list(by_query)
+    if not queries:
+        return []
+    rng = random.Random(seed)
+    qvecs = encoder.encode_queries(queries)
+    out: list[JudgedCandidate] = []
+    for n, (query, qvec, found) in enumerate(zip(queries, qvecs, index.search(qvecs, k))):
+        qid, judged = f"human-{n + 1}", by_query[query]
+        for rank, (doc_id, cosine) in enumerate(found):
+            p = judged.get(doc_id)
+            out.append(JudgedCandidate(qid, query, doc_id, rank, float(cosine), p.label if p else "hard_negative",
+                                       "human" if p else "retrieved"))
+        seen = {d for d, _ in found}
+        for doc_id, p in judged.items():
+            if doc_id in seen:
+                continue
+            inside = doc_id in corpus
+            vector = index.vector(doc_id) if inside else encoder.encode_documents([p.text or ""])[0]
+            out.append(JudgedCandidate(qid, query, doc_id, None, float(vector @ qvec), p.label, "human",
+                                       text=None if inside else p.text))
+        seen |= set(judged)
+        for doc_id in [d for d in rng.sample(list(corpus.ids), min(len(corpus), controls + 20)) if d not in seen][
+                :controls]:
+            out.append(JudgedCandidate(qid, query, doc_id, None, float(index.vector(doc_id) @ qvec),
+                                       "easy_negative", "control"))
     return out
 
 

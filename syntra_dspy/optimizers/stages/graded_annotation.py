@@ -29,7 +29,6 @@ from syntra_dspy.judging.calibration import JudgeCalibration, fit_calibration, s
 from syntra_dspy.judging.candidates import JudgedCandidate, with_lexical
 from syntra_dspy.judging.grading import Grade
 from syntra_dspy.judging.judge import Candidate
-from syntra_dspy.judging.labels import LabelledPair
 from syntra_dspy.optimizers.metric import StageMetric
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.optimizers.stages.annotation import LabelSource, given_labels
@@ -63,12 +62,17 @@ class GradedAnnotationStage(GEPAReadyStage[str, list["Grade | None"]]):
         return self.program.state.annotation_instruction
 
     def prepare(self, initial: str) -> None:
-        """The calibration set: the few-shot queries' candidates, a judged dataset's, and confirmed labels."""
+        """The calibration set: the few-shot queries' candidates, a judged dataset's, and the candidates of the queries
+        people judged (given labels, or the human strategy's), each built as a few-shot query's is."""
         s, m = self.settings, self.material
         found = js.calibration_set(m.examples, m.candidates, k=s.annotation_candidates,
                                    controls=max(1, s.control_negatives), seed=s.seed, labels=s.calibration_labels,
                                    label_queries=s.calibration_queries)
-        found += confirmed_candidates(m.candidates, self.labels(initial, m.corpus))
+        people = js.judged_query_candidates(self.labels(initial, m.corpus) or (), m.candidates,
+                                            k=s.annotation_candidates, controls=max(1, s.control_negatives),
+                                            seed=s.seed)
+        judged = {(c.query, c.doc_id) for c in people}  # people's judgment of a pair replaces a presumed one
+        found = [c for c in found if (c.query, c.doc_id) not in judged] + people
         definition = self.program.state.task_definition
         lexical = self.tools.lexical_ranker(self.program, m.candidates) if definition.query_language == \
             definition.document_language else None
@@ -162,17 +166,6 @@ class GradedAnnotationStage(GEPAReadyStage[str, list["Grade | None"]]):
 
 def _grade_all(program: SynthesisProgram, items: Sequence[tuple[str, Candidate]]) -> tuple[Grade | None, ...]:
     return tuple(js.grade_asked(program, items))
-
-
-def confirmed_candidates(candidates: Any, pairs: Sequence[LabelledPair] | None) -> list[JudgedCandidate]:
-    """Human-confirmed labels (given to the strategy, or asked for by the human one) as calibration candidates."""
-    if not pairs:
-        return []
-    encoder = candidates.encoder
-    qvecs = encoder.encode_queries([p.query for p in pairs])
-    dvecs = encoder.encode_documents([p.text or "" for p in pairs])
-    return [JudgedCandidate(f"confirmed-{p.query[:40]}", p.query, p.doc_id, None, float(q @ d), p.label, "human",
-                            text=p.text) for p, q, d in zip(pairs, qvecs, dvecs)]
 
 
 def mismatches(candidates: Sequence[JudgedCandidate], grades: Sequence[Grade | None], calibration: JudgeCalibration,
