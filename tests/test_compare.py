@@ -125,6 +125,14 @@ def test_reports_name_every_artifact_version(compared):
     for r in result.strategies:
         assert f"`{r.version}`" in md and r.version in json.dumps(data)
     assert data["ranking"] == [r.strategy for r in result.ranked()]
+    assert data["rank"] == {r.strategy: r.rank for r in result.strategies} and data["reference"] == "human"
+    for r in result.strategies:  # every row compiled the graded judge; its scores rank the held-out pairs
+        row = data["metrics"][r.strategy]
+        assert row["judge"] == "graded" and row["auc_score"] is not None and len(row["binary_kappa_ci95"]) == 2
+        assert data["compile_cost"][r.strategy]["minutes"] == round(r.compile_cost["seconds"] / 60, 1)
+        assert (row["vs_reference"] is None) == (r.strategy == "human")
+    assert md.splitlines()[2].startswith("Binary κ against people's judgments on")
+    assert "- self-improve κ " in md and "of human (" in md and "Without an LLM, on the same pairs: cosine AUC" in md
     assert "| 1 | self-improve |" in md and "binary κ" in md and "training-label precision" in md
     assert "- human, reviews: recorded terminal session `" in md and "- human, calibration labels: none" in md
 
@@ -246,3 +254,26 @@ def test_a_comparison_is_configured_by_one_config_or_its_fields_as_keywords():
     assert info.value.field == "docs"
     with pytest.raises(ConfigError, match="not both"):  # refused before the task is read
         compare_strategies("no-such-task.yaml", config, chart=False)
+
+
+def test_rows_take_labels_and_the_reference_is_human_calibration_when_compared():
+    from syntra_dspy.comparison import CompareConfig
+
+    config = CompareConfig(strategies="none,self-improve,gepa,human,developer=human")
+    assert config.rows()[-1] == ("developer", "human") and config.reference_row() == "human"
+    assert CompareConfig(strategies="none,self-improve").reference_row() == "self-improve"
+    with pytest.raises(ConfigError, match="names another strategy"):
+        CompareConfig(strategies="none,gepa=human")
+    with pytest.raises(ConfigError, match="listed twice"):
+        CompareConfig(strategies="human,human")
+    with pytest.raises(ConfigError, match="not one of the rows"):
+        CompareConfig(strategies="none,human", reference="gepa").reference_row()
+
+
+def test_held_out_pairs_on_a_calibration_query_are_refused():
+    from syntra_dspy.comparison.heldout import JudgedItem, check_apart
+
+    items = [JudgedItem("1", "BLM gene encodes RecQ-class DNA helicase.", "d1", "positive", "judged")]
+    check_apart(items, ["Another claim."])
+    with pytest.raises(ConfigError, match="1 held-out query is also a compile's calibration or few-shot query"):
+        check_apart(items, ["blm gene encodes  RecQ-class DNA helicase."])

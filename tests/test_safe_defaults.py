@@ -338,3 +338,23 @@ def test_the_compile_bar_counts_attempts_and_drops_those_not_needed(monkeypatch)
     assert "compile" in terminal.getvalue() and "attempt" in terminal.getvalue()
     with CompileProgress(["idattr"], 3, live=False) as quiet:  # a person reviews at the terminal
         assert quiet._bar is None and quiet._thread is None
+
+
+def test_compare_dry_run_plans_every_row_without_an_lm(monkeypatch, tmp_path, capsys):
+    from test_compare_helpers import write_heldout_beir
+
+    _no_lm(monkeypatch)
+    qrels = write_heldout_beir(tmp_path / "beir")
+    argv = ["compare", str(MINI_TASK), "--strategies", "none,self-improve,gepa,human", "--human-labels", str(qrels),
+            "--no-review", "--heldout-qrels", str(qrels), "--heldout-max-queries", "3", "--out", str(tmp_path / "out"),
+            "--artifacts", str(tmp_path / "artifacts"), "--dry-run"]
+    assert main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    calls = {s["stage"]: s["calls"] for s in plan["stages"]}
+    assert plan["upper_bound"] and plan["seconds"] > 0 and not (tmp_path / "out").exists()
+    assert calls["none: annotation_instruction"] < calls["self-improve: annotation_instruction"]
+    assert calls["gepa: GEPA annotation_instruction"] > 0 and calls["human: people's queries"] > 0
+    # 3 held-out claims, each with its judged abstract, 5 unjudged retrieved and 2 random documents
+    assert calls["self-improve: held-out judging"] == 3 * (1 + 5 + 2)
+    assert main(argv) == 0
+    assert "expected time: at most about" in capsys.readouterr().out

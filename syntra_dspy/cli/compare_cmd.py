@@ -1,5 +1,8 @@
 """``syntra compare TASK.yaml --strategies none,self-improve,human,gepa``: compile under each strategy and
-score every artifact on the same held-out material (table, JSON and chart)."""
+score every artifact on the same held-out material (table, JSON and chart); ``--dry-run`` prints the LM work first.
+
+The human strategy's flags go to the row labelled ``human``, except that with a ``developer=human`` row (a recorded
+terminal session beside people's labels) ``--human-feedback``/``--record-feedback`` go to that row."""
 
 from __future__ import annotations
 
@@ -20,10 +23,21 @@ from syntra_dspy.cli.compile_cmd import (
 )
 from syntra_dspy.comparison.settings import CompareConfig, DownstreamOptions, HeldoutOptions
 
+
 # The settings' flags in help order, by the model that defines them: (flag, field, argparse keywords); help text and
 # default come from the field. Held-out and downstream values are stored as heldout_FIELD and downstream_FIELD.
-_COMPARE = (("--strategies", "strategies", {"type": CommaChoices(STRATEGY_NAMES),
-                                            "metavar": "|".join(STRATEGY_NAMES) + "[,…]"}),)
+class Rows(CommaChoices):
+    """argparse type: comma-separated rows, each a strategy or ``LABEL=STRATEGY``."""
+
+    def __call__(self, value: str) -> list[str]:
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        super().__call__(",".join(item.partition("=")[2].strip() or item for item in items))
+        return items
+
+
+_COMPARE = (("--strategies", "strategies", {"type": Rows(STRATEGY_NAMES),
+                                            "metavar": "|".join(STRATEGY_NAMES) + "|LABEL=STRATEGY[,…]"}),
+            ("--reference", "reference", {"metavar": "ROW"}))
 _HELDOUT = (
     ("--heldout-qrels", "qrels", {"metavar": "Q"}),
     ("--heldout-queries", "queries", {"metavar": "FILE"}),
@@ -36,6 +50,7 @@ _DOWNSTREAM = (
     ("--downstream-encoder", "base", {"metavar": "MODEL"}),
     ("--downstream-docs", "docs", {"type": positive_int}),
     ("--downstream-measure", "measure", {}),
+    ("--downstream-records", "records", {"type": positive_int}),
 )
 
 
@@ -66,7 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
-    p.add_argument("--json", action="store_true", help="print the comparison as JSON (comparison.json)")
+    p.add_argument("--json", action="store_true", help="print the comparison (or the --dry-run plan) as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the planned LM calls, prompt and generated tokens and the expected time of every "
+                        "row's compile, held-out scoring and (--downstream) production, then stop before any LM call")
     add_compile_flags(p)
     p.set_defaults(func=run)
 
@@ -105,25 +123,20 @@ def run(args: argparse.Namespace) -> int:
                            lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args), index_dir=args.index_dir,
                            heldout=HeldoutOptions(**given_settings(args, _HELDOUT, prefix="heldout_")),
                            downstream=downstream, chart=not args.no_chart)
-    names = config.strategies
     spec = load_task(args.task)
     out = Path(args.out or Path("comparison") / spec.name)
-    options: dict[str, dict] = {}
-    if "human" in names:
-        from syntra_dspy.optimizers.human_inputs import ReviewSession
+    options = human_options(args, config.rows(), out)
+    if args.gepa_max_metric_calls:
+        options.update({label: {"gepa": {"max_metric_calls": args.gepa_max_metric_calls}}
+                        for label, strategy in config.rows() if strategy == "gepa"})
+    if args.dry_run:
+        import json
 
-        options["human"] = human_label_options(args, human=True)
-        if "review" not in options["human"]:  # replay (with --record-feedback too: resume) or record a live session
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            options["human"]["review"] = ReviewSession(feedback=args.human_feedback, record=args.record_feedback) \
-                if args.human_feedback else \
-                ReviewSession(record=args.record_feedback or out / f"human-feedback-{stamp}.jsonl")
-    elif args.human_feedback or args.human_labels or args.no_review:
-        flag = "--human-feedback" if args.human_feedback else "--human-labels" if args.human_labels else "--no-review"
-        raise ConfigError(f"{flag} is only used by the 'human' strategy", field="strategies",
-                          hint="add human to --strategies")
-    if "gepa" in names and args.gepa_max_metric_calls:
-        options["gepa"] = {"gepa": {"max_metric_calls": args.gepa_max_metric_calls}}
+        from syntra_dspy.comparison.plan import plan_comparison
+
+        plan = plan_comparison(spec, config, artifacts=args.artifacts, strategy_options=options)
+        print(json.dumps(plan.to_dict(), indent=2) if args.json else "\n".join(plan.lines()))
+        return 0
     result = compare_strategies(spec, config, out=out, artifacts=args.artifacts, encoder=args.encoder,
                                 strategy_options=options)
     if args.json:
@@ -132,3 +145,38 @@ def run(args: argparse.Namespace) -> int:
     print(Path(result.outputs["markdown"]).read_text(encoding="utf-8"))
     print("wrote " + ", ".join(result.outputs.values()))
     return 0
+
+
+def human_options(args: argparse.Namespace, rows: list[tuple[str, str]], out: Path) -> dict[str, dict]:
+    """The human rows' options from the flags: people's labels (and ``--no-review``) for the row labelled
+    ``human``; the review session (replayed, resumed or recorded live) for the ``developer`` row when there is one,
+    else for ``human``."""
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.optimizers.human_inputs import ReviewSession
+
+    humans = [label for label, strategy in rows if strategy == "human"]
+    if not humans:
+        if args.human_feedback or args.human_labels or args.no_review:
+            flag = "--human-feedback" if args.human_feedback else "--human-labels" if args.human_labels else \
+                "--no-review"
+            raise ConfigError(f"{flag} is only used by the 'human' strategy", field="strategies",
+                              hint="add human to --strategies")
+        return {}
+    labelled = "human" if "human" in humans else humans[0]
+    session = "developer" if "developer" in humans else labelled
+    options: dict[str, dict] = {label: {} for label in humans}
+    # the session flags are the developer row's when there is one: they do not clash with --no-review on human's
+    given = args if session == labelled else argparse.Namespace(**{**vars(args), "human_feedback": None,
+                                                                   "record_feedback": None})
+    options[labelled] = human_label_options(given, human=True)
+    for label in humans:
+        if "review" in options[label]:
+            continue
+        if label == session and args.human_feedback:  # replay (with --record-feedback too: resume)
+            options[label]["review"] = ReviewSession(feedback=args.human_feedback, record=args.record_feedback)
+        else:  # a live session, recorded
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            record = args.record_feedback if label == session and args.record_feedback else \
+                out / f"{label}-feedback-{stamp}.jsonl"
+            options[label]["review"] = ReviewSession(record=record)
+    return options

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads 
     from syntra_dspy.comparison.compare import ComparisonResult, StrategyResult, compare_strategies, compile_cost, rank
     from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
     from syntra_dspy.comparison.judge_agreement import measure_agreement
+    from syntra_dspy.comparison.plan import plan_comparison
     from syntra_dspy.comparison.report import draw_chart, markdown, write_reports
     from syntra_dspy.comparison.scoring import HeldoutScorer
     from syntra_dspy.comparison.settings import CompareConfig, DownstreamOptions, HeldoutOptions, parse_strategies
@@ -51,6 +52,7 @@ __all__ = [
     "markdown",
     "measure_agreement",
     "parse_strategies",
+    "plan_comparison",
     "rank",
     "training_label_precision",
     "write_reports",
@@ -65,6 +67,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "HeldoutMaterial": "syntra_dspy.comparison.heldout",
     "JudgedItem": "syntra_dspy.comparison.heldout",
     "measure_agreement": "syntra_dspy.comparison.judge_agreement",
+    "plan_comparison": "syntra_dspy.comparison.plan",
     "draw_chart": "syntra_dspy.comparison.report",
     "markdown": "syntra_dspy.comparison.report",
     "write_reports": "syntra_dspy.comparison.report",

@@ -1,8 +1,11 @@
 """``compare_strategies``: compile one task once per strategy and score every artifact on the same material.
 
 Every strategy compiles with the same settings (so the same seed, the same diversity selection and the same
-trial documents) and the same LM roles; the held-out material is drawn once, after all compiles, from what
-none of them used. Compile cost (LLM calls, tokens, wall time) comes from each artifact's manifest.
+trial documents, the same judge kind) and the same LM roles, over one corpus context; the held-out material is
+drawn once, after all compiles, from what none of them used: no trial document, no few-shot query and no query any
+compile calibrated on (people's labels, a judged dataset's calibration claims), checked again before scoring.
+Compile cost (LLM calls, tokens, wall time) comes from each artifact's manifest. A row is a strategy, or a second
+row of one under its own label (``developer=human``).
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.artifacts import Artifact
-from syntra_dspy.comparison.heldout import HeldoutMaterial, annotation_items, fresh_documents
-from syntra_dspy.comparison.report import shown_path
-from syntra_dspy.comparison.ranking import RankingRule, rank
-from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality
-from syntra_dspy.comparison.settings import CompareConfig
-from syntra_dspy.judging.labels import load_judgements
 from syntra_dspy.artifacts.manifest import Manifest
+from syntra_dspy.comparison.heldout import HeldoutMaterial, annotation_items, check_apart, fresh_documents
+from syntra_dspy.comparison.ranking import REFERENCE, RankingRule, rank
+from syntra_dspy.comparison.report import shown_path
+from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality, reference_ranking
+from syntra_dspy.comparison.settings import CompareConfig
+from syntra_dspy.evaluation.exclude import normalize_query
+from syntra_dspy.judging.candidates import lexical_witness
+from syntra_dspy.judging.judge import judge_mode
+from syntra_dspy.judging.labels import load_judgements
 from syntra_dspy.optimizers import STRATEGIES
 from syntra_dspy.retrieval.encoder import Encoder
 from syntra_dspy.task import EncoderSpec, TaskSpec, load_task
@@ -44,9 +50,12 @@ class StrategyResult:
     quality: dict[str, float] = field(default_factory=dict)
     overall: float | None = None  # the value the ranking rule ordered by
     rank: int = 0
-    kappa_vs_reference: dict[str, Any] | None = None  # binary kappa minus self-improve's, paired bootstrap CI
+    kappa_vs_reference: dict[str, Any] | None = None  # binary kappa minus the reference row's, paired bootstrap CI
     program_id: str = ""  # shared by compiles that made the same program (the version is this compile's own)
     human_decisions: dict[str, Any] = field(default_factory=dict)  # where labels and reviews came from
+    kind: str = ""  # the strategy compiled, when the row's label (``strategy``) is another name
+    judge: str = ""  # the judge the artifact holds: graded or written
+    kappa_ci: list[float | None] | None = None  # 95% bootstrap interval of the binary kappa, over queries
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -62,16 +71,36 @@ class ComparisonResult:
     outputs: dict[str, str] = field(default_factory=dict)
     ranking: RankingRule | None = None
     measure: str | None = None  # the downstream measure configured (None: no downstream check)
+    reference: str = REFERENCE  # the row every other one is compared with
 
     def ranked(self) -> list[StrategyResult]:
         return sorted(self.strategies, key=lambda r: r.rank)
 
     def to_dict(self) -> dict[str, Any]:
+        ranked = self.ranked()
         return {"task": self.task, "settings": self.settings, "heldout": self.heldout, "baseline": self.baseline,
-                "ranking": [r.strategy for r in self.ranked()],
+                "ranking": [r.strategy for r in ranked],
+                "rank": {r.strategy: r.rank for r in ranked},
                 "ranking_rule": self.ranking.to_dict() if self.ranking else None, "measure": self.measure,
-                "strategies": [r.to_dict() for r in self.ranked()],
+                "reference": self.reference,
+                "metrics": {r.strategy: headline(r) for r in ranked},
+                "compile_cost": {r.strategy: r.compile_cost for r in ranked},
+                "strategies": [r.to_dict() for r in ranked],
                 "outputs": self.outputs}
+
+
+def headline(r: StrategyResult) -> dict[str, Any]:
+    """One row's held-out figures, as the report's first table shows them."""
+    ann = r.metrics.get("annotation") or {}
+    binary, three = ann.get("binary") or {}, ann.get("three_class") or {}
+    return {"binary_kappa": binary.get("kappa"), "binary_kappa_ci95": r.kappa_ci,
+            "three_class_kappa": three.get("kappa"),
+            "positive_recall": ((binary.get("per_class") or {}).get("relevant") or {}).get("recall"),
+            "auc_score": (ann.get("ranking") or {}).get("auc_score"),
+            "auc_expected": (ann.get("ranking") or {}).get("auc_expected"),
+            "vs_reference": r.kappa_vs_reference, "idattr_score": r.metrics.get("idattr_score"),
+            "query_score": r.metrics.get("query_score"), "judge": r.judge,
+            **({"downstream": r.downstream} if r.downstream else {})}
 
 
 def compile_cost(meta: Manifest) -> dict[str, Any]:
@@ -80,6 +109,7 @@ def compile_cost(meta: Manifest) -> dict[str, Any]:
              for k in ("calls", "cached", "prompt_tokens", "completion_tokens")}
     total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
     total["seconds"] = float(meta.seconds or 0.0)
+    total["minutes"] = round(total["seconds"] / 60, 1)
     return total
 
 
@@ -92,10 +122,14 @@ def human_decisions(meta: Manifest) -> dict[str, Any]:
 
 
 def calibration_queries(artifacts: Sequence[Artifact]) -> list[str]:
-    """Queries whose human labels calibrated a compile: held-out material must not score on them again."""
+    """Queries a compile calibrated on, or took as few-shot examples: people's labels, the graded judge's
+    calibration set (a judged dataset's claims included). Held-out material must not score on them again."""
+    from syntra_dspy.judging.measure import excluded_queries
+
     out: list[str] = []
     for artifact in artifacts:
         out += (artifact.meta.human_label_source() or {}).get("queries", [])
+        out += excluded_queries(artifact.program)
     return out
 
 
@@ -120,10 +154,11 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
     from syntra_dspy.lm.usage import UsageMeter
 
     config = CompareConfig.of_call(config, settings)
-    names, settings, heldout, downstream = list(config.strategies), config.settings, config.heldout, config.downstream
+    rows, settings, heldout, downstream = config.rows(), config.settings, config.heldout, config.downstream
+    reference = config.reference_row()
     spec = task if isinstance(task, TaskSpec) else load_task(task)
-    for name in names:  # a judge one of the strategies cannot compile is refused before anything is compiled
-        STRATEGIES[name].settings_for(settings)
+    for _, strategy in rows:  # a judge one of the strategies cannot compile is refused before anything is compiled
+        STRATEGIES[strategy].settings_for(settings)
     out = Path(out)
     artifacts = Path(artifacts) if artifacts is not None else out / "artifacts"
     roles = lms or LMRoles.from_spec(spec.lms, config.lm_overrides, timeout=config.lm_timeout)
@@ -133,10 +168,10 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
     corpus = context.corpus
 
     compiled: list[Artifact] = []
-    for name in names:
-        logger.info("compare %s: compiling with strategy %s", spec.name, name)
-        compiled.append(compiler.compile_task(spec, strategy=name, out=artifacts, settings=settings, lms=roles,
-                                              context=context, optimizer_kwargs=(strategy_options or {}).get(name)))
+    for label, strategy in rows:
+        logger.info("compare %s: compiling %s with strategy %s", spec.name, label, strategy)
+        compiled.append(compiler.compile_task(spec, strategy=strategy, out=artifacts, settings=settings, lms=roles,
+                                              context=context, optimizer_kwargs=(strategy_options or {}).get(label)))
 
     seed = heldout.seed if heldout.seed is not None else settings.seed
     used = {d for a in compiled for d in a.meta.sample.documents}
@@ -145,41 +180,49 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
     docs = fresh_documents(selected, corpus.ids, exclude=used, n=heldout.docs, seed=seed + 1)
     items: tuple = ()
     description: dict[str, Any] = {"seed": seed, "excluded_documents": len(used), "unjudged_policy": heldout.unjudged}
+    definition = compiled[0].program.state.task_definition
+    lexical = lexical_witness(corpus, definition.query_language, definition.document_language)
     if heldout.qrels is not None:
         queries, labels = load_judgements(heldout.qrels, queries=heldout.queries)
+        calibrated = [p.query for p in pairs] + calibration_queries(compiled)
         items = annotation_items(queries, labels, corpus=corpus, search=context.candidates.search,
-                                 exclude_queries=[p.query for p in pairs] + calibration_queries(compiled),
-                                 options=heldout, seed=seed + 2)
+                                 exclude_queries=calibrated, options=heldout, seed=seed + 2)
+        check_apart(items, calibrated)
         description["judgements"] = shown_path(heldout.qrels)
+        description["excluded_queries"] = len({normalize_query(q) for q in calibrated})
+        description["reference_ranking"] = reference_ranking(items, context.similarity, lexical)
     material = HeldoutMaterial(tuple(docs), items, description)
 
     results = []
-    for name, artifact in zip(names, compiled):
+    for (label, strategy), artifact in zip(rows, compiled):
         meter = UsageMeter()
         started = time.perf_counter()
         metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(
-            artifact, material, corpus, similarity=context.similarity)
+            artifact, material, corpus, similarity=context.similarity, lexical=lexical)
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
-        results.append(StrategyResult(name, shown_path(artifact.path), artifact.version, artifact.checksum,
+        results.append(StrategyResult(label, shown_path(artifact.path), artifact.version, artifact.checksum,
                                       compile_cost(artifact.meta), metrics, cost, program_id=artifact.program_id,
-                                      human_decisions=human_decisions(artifact.meta)))
+                                      human_decisions=human_decisions(artifact.meta),
+                                      kind=strategy if strategy != label else "",
+                                      judge=judge_mode(artifact.program)))
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream
 
         baseline = run_downstream(spec, results, options=downstream, context=context, lms=roles,
-                                  out=out / "downstream")
+                                  out=out / "downstream", exclude_queries=calibration_queries(compiled))
     measure = downstream.measure if downstream is not None else None
-    rule = rank(results, measure=measure)
+    rule = rank(results, measure=measure, reference=reference)
     for r in results:
         r.quality = normalized_quality(r.metrics)
     result = ComparisonResult(spec.name, results, material.to_dict(),
-                              {"strategies": names, "compile": settings.model_dump(mode="json"),
+                              {"strategies": list(config.strategies), "reference": reference,
+                               "compile": settings.model_dump(mode="json"),
                                "heldout": {k: shown_path(v) if isinstance(v, Path) else v
                                            for k, v in heldout.model_dump().items()},
                                "lms": roles.describe() if hasattr(roles, "describe") else {}},
-                              baseline, ranking=rule, measure=measure)
+                              baseline, ranking=rule, measure=measure, reference=reference)
     from syntra_dspy.comparison.report import write_reports
 
     write_reports(result, out, chart=config.chart)

@@ -114,9 +114,11 @@ def systems_table(results: dict[str, Any], measure: str, pairs: Sequence[tuple[s
 
 
 def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOptions, context: CorpusContext,
-                   lms: Any, out: str | Path) -> dict[str, Any] | None:
+                   lms: Any, out: str | Path, exclude_queries: Iterable[str] = ()) -> dict[str, Any] | None:
     """Fill ``result.downstream`` for every strategy; return the untrained baseline's scores (or None). Production
-    runs over the comparison's corpus context."""
+    runs over the comparison's corpus context. Every strategy's records are produced first; with
+    ``options.records`` each then trains on as many as every strategy has (the first N of its export). The few-shot
+    queries and ``exclude_queries`` (those a compile calibrated on) are never evaluated."""
     from syntra_dspy.evaluation import load_dataset
     from syntra_dspy.evaluation.exclude import normalize_query
     from syntra_dspy.production import export_records, produce
@@ -126,9 +128,10 @@ def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOpti
         raise ConfigError("the downstream check needs an evaluation dataset", field="dataset",
                           hint="give --eval-dataset beir:PATH[:split] (or neuclirtech:PATH[:eng|zho])")
     dataset = load_dataset(options.dataset)
-    few_shot = {normalize_query(e.query) for e in spec.examples}
-    exclude = {qid for qid, text in dataset.queries.items() if normalize_query(text) in few_shot}
+    banned = {normalize_query(e.query) for e in spec.examples} | {normalize_query(q) for q in exclude_queries}
+    exclude = {qid for qid, text in dataset.queries.items() if normalize_query(text) in banned}
     out = Path(out)
+    rows: dict[str, dict[str, Any]] = {}
     for result in results:
         folder = out / f"{result.strategy}-{result.version}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -136,21 +139,36 @@ def run_downstream(spec: Any, results: Sequence[Any], *, options: DownstreamOpti
         made = produce(result.artifact, folder / "run.sqlite", options.produce_config(), context=context,
                        generator=lms.generator)
         exported = export_records(folder / "run.sqlite", folder / "records.jsonl")
-        row: dict[str, Any] = {"records": exported.records, "queries": made.queries,
-                               "produce_calls": made.calls, "produce_seconds": round(made.seconds, 1)}
-        if exported.records == 0:
+        rows[result.strategy] = {"records": exported.records, "queries": made.queries, "produce_calls": made.calls,
+                                 "produce_seconds": round(made.seconds, 1)}
+    usable = [row["records"] for row in rows.values() if row["records"]]
+    cut = min([options.records, *usable]) if options.records is not None and usable else None
+    for result in results:
+        folder, row = out / f"{result.strategy}-{result.version}", rows[result.strategy]
+        result.downstream = row
+        if row["records"] == 0:
             row["error"] = "production yielded no training records (no query with a positive and a negative)"
-            result.downstream = row
             continue
-        trained = train_embedding_model(folder / "records.jsonl", base=options.base, out=folder / "model",
+        records = folder / "records.jsonl"
+        if cut is not None:
+            records = first_records(records, cut, folder / f"records.first{cut}.jsonl")
+            row["trained_on"] = cut
+        trained = train_embedding_model(records, base=options.base, out=folder / "model",
                                         config=options.train or TrainConfig(), overwrite=True, progress=False)
         scored = score_systems([(result.strategy, str(trained.merged_dir))], dataset, exclude=exclude,
                                measures=options.measure)[0][result.strategy]
         row.update({"model": str(trained.merged_dir), "train_steps": trained.steps,
                     "train_seconds": round(trained.seconds, 1), "dataset": scored.dataset,
                     "queries_evaluated": scored.n_queries, **scored.aggregate})
-        result.downstream = row
     if not options.baseline:
         return None
     base = score_systems([("base", options.base)], dataset, exclude=exclude, measures=options.measure)[0]["base"]
     return {"model": options.base, "dataset": base.dataset, **base.aggregate}
+
+
+def first_records(records: Path, n: int, out: Path) -> Path:
+    """The first ``n`` records of a JSONL export, written to ``out`` (the export's order: the run's)."""
+    with records.open(encoding="utf-8") as fh:
+        lines = [line for line in fh if line.strip()][:n]
+    out.write_text("".join(lines), encoding="utf-8")
+    return out

@@ -9,7 +9,9 @@
   rejected candidate → hard negative; label files may give all three classes). Unjudged candidates are
   treated as IR evaluation (and the paper's nDCG) treats them, as not relevant; because retrieval put them
   in the top-K they count as hard negatives in the three-class view (``unjudged=`` changes that), and the
-  random documents as easy negatives. Few-shot queries are never among the held-out queries.
+  random documents as easy negatives. Few-shot queries are never among the held-out queries, nor any query a
+  compile calibrated on (people's labels, a judged dataset's calibration claims): :func:`check_apart` refuses
+  material that holds one.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class JudgedItem:
     doc_id: str
     gold: str
     source: Source
+    listed: bool = True  # among the query's retrieved list (a list-relative judge compares it with the others)
 
 
 @dataclass(frozen=True)
@@ -95,14 +98,28 @@ def annotation_items(queries: dict[str, str], labels: dict[str, dict[str, str]],
     for qid, found in zip(chosen, hits):
         judged = [(d, c) for d, c in labels[qid].items() if d in corpus][: options.max_judged]
         known = set(labels[qid])
-        rows = [JudgedItem(qid, queries[qid], d, c, "judged") for d, c in judged]
+        # the list production's judge would see: the unjudged candidates' depth, widened by the judged ones in it
+        listed = {d for d, _ in found[: options.unjudged_k + options.max_judged]}
+        rows = [JudgedItem(qid, queries[qid], d, c, "judged", d in listed) for d, c in judged]
         top = [d for d, _ in found if d not in known][: options.unjudged_k]
         if options.unjudged != "exclude":
             rows += [JudgedItem(qid, queries[qid], d, options.unjudged, "unjudged") for d in top]
         seen = known | {d for d, _ in found}
         spare = [d for d in ids if d not in seen]
-        rows += [JudgedItem(qid, queries[qid], d, "easy_negative", "random")
+        rows += [JudgedItem(qid, queries[qid], d, "easy_negative", "random", False)
                  for d in rng.sample(spare, min(options.random_negatives, len(spare)))]
         rng.shuffle(rows)
         items.extend(rows)
     return tuple(items)
+
+
+def check_apart(items: Sequence[JudgedItem], calibrated: Iterable[str]) -> None:
+    """Refuse held-out pairs whose query a compile calibrated on (its few-shot, calibration or people's-label
+    queries): agreement measured there would be measured on what the judge was fitted to."""
+    seen = {normalize_query(q) for q in calibrated}
+    shared = sorted({i.query for i in items if normalize_query(i.query) in seen})
+    if shared:
+        raise ConfigError(f"{len(shared)} held-out quer{'y is' if len(shared) == 1 else 'ies are'} also a compile's "
+                          f"calibration or few-shot quer{'y' if len(shared) == 1 else 'ies'} (e.g. {shared[0][:80]!r})",
+                          field="heldout", hint="score on claims no compile used: keep the human labels' and the "
+                                                "held-out judgements' queries apart")

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from syntra_dspy.judging.agreement import paired_kappa_bootstrap
+from syntra_dspy.judging.agreement import kappa_interval, paired_kappa_bootstrap
 
 RankKey = Literal["downstream", "kappa", "verifier"]
-#: The strategy every other one's kappa is compared with.
+#: The row every other one's kappa is compared with, unless the comparison names another.
 REFERENCE = "self-improve"
 
 
@@ -69,24 +69,29 @@ def choose_rule(results: Sequence[Any], measure: str | None) -> RankingRule:
 
 def kappa_against(results: Sequence[Any], reference: str = REFERENCE, *, rounds: int = 2000, seed: int = 0) -> None:
     """Set ``kappa_vs_reference`` on every result but the reference: its binary kappa minus the reference's, with a
-    paired bootstrap 95% interval over queries (all strategies label the same held-out pairs)."""
+    paired bootstrap 95% interval over queries (all strategies label the same held-out pairs); and ``kappa_ci`` on
+    every result, its own kappa's interval from the same resampling."""
     ref = next((r for r in results if r.strategy == reference and r.metrics.get("labels")), None)
     for r in results:
         r.kappa_vs_reference = None
+        rows = r.metrics.get("labels")
+        r.kappa_ci = kappa_interval([x["gold"] for x in rows], [x["query_id"] for x in rows],
+                                    [x["predicted"] for x in rows], rounds=rounds, seed=seed) if rows else None
         if ref is None or r is ref or not r.metrics.get("labels"):
             continue
         a, b = ref.metrics["labels"], r.metrics["labels"]
         if [(x["query_id"], x["doc_id"]) for x in a] != [(x["query_id"], x["doc_id"]) for x in b]:
             raise ValueError(f"{r.strategy} and {reference} were scored on different pairs; cannot pair them")
-        r.kappa_vs_reference = paired_kappa_bootstrap(
+        r.kappa_vs_reference = {"reference": reference, **paired_kappa_bootstrap(
             [x["gold"] for x in a], [x["query_id"] for x in a], [x["predicted"] for x in a],
-            [x["predicted"] for x in b], rounds=rounds, seed=seed)
+            [x["predicted"] for x in b], rounds=rounds, seed=seed)}
 
 
-def rank(results: Sequence[Any], *, measure: str | None = None) -> RankingRule:
-    """Set ``rank`` (1 = best) and ``overall`` (the ranking value) on every result; return the rule used."""
+def rank(results: Sequence[Any], *, measure: str | None = None, reference: str = REFERENCE) -> RankingRule:
+    """Set ``rank`` (1 = best) and ``overall`` (the ranking value) on every result, and each one's kappa against
+    ``reference`` (:func:`kappa_against`); return the rule used."""
     rule = choose_rule(results, measure)
-    kappa_against(results)
+    kappa_against(results, reference)
 
     def key(item: tuple[int, Any]) -> tuple:
         n, r = item

@@ -35,41 +35,92 @@ def _kappa_diff(r: Any) -> str:
     return f"{diff['difference']:+.3f} [{_f(lo)}, {_f(hi)}]"
 
 
+def _with_ci(value: Any, ci: Any) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f} [{_f(ci[0])}, {_f(ci[1])}]" if ci and ci[0] is not None else f"{value:.3f}"
+
+
+def _row_name(r: Any) -> str:
+    return f"{r.strategy} ({r.kind})" if getattr(r, "kind", "") else r.strategy
+
+
+def standing(diff: dict[str, Any] | None, reference: str) -> str:
+    """Where a row's binary kappa stands against the reference's, read off the paired 95% interval."""
+    if not diff or diff.get("difference") is None or diff["ci95"][0] is None:
+        return "not comparable"
+    lo, hi = diff["ci95"]
+    where = (f"within the noise of {reference}" if lo <= 0 <= hi else f"below {reference}" if hi < 0
+             else f"above {reference}")
+    return f"{where} ({diff['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+
+
+def verdict(result: Any) -> list[str]:
+    """The answer in plain words, first lines of every report: each row's held-out binary kappa with its interval,
+    where it stands against the reference row (paired bootstrap over queries), and what its compile cost."""
+    ranked, reference = result.ranked(), getattr(result, "reference", "self-improve")
+    if not any(r.metrics.get("annotation") for r in ranked):
+        return ["No held-out judgements were given, so no row's labels could be compared with people's; the rows "
+                "are ranked by the verifier's scores."]
+    held = result.heldout
+    parts = []
+    for r in ranked:
+        kappa = ((r.metrics.get("annotation") or {}).get("binary") or {}).get("kappa")
+        where = "" if r.strategy == reference else f", {standing(r.kappa_vs_reference, reference)}"
+        cost = r.compile_cost
+        parts.append(f"{_row_name(r)} κ {_with_ci(kappa, getattr(r, 'kappa_ci', None))}{where}; compile "
+                     f"{cost.get('calls', 0)} LM calls, {_f(cost.get('seconds', 0) / 60, 0)} min")
+    return [f"Binary κ against people's judgments on {held.get('pairs', 0)} held-out pairs over "
+            f"{held.get('queries', 0)} queries no compile used (95% bootstrap intervals over queries; each row "
+            f"against {reference}, paired):", "", *[f"- {part}" for part in parts]]
+
+
 def markdown(result: Any) -> str:
-    """The headline table (one row per strategy, best first), the ranking rule, per-class label quality, and the
-    artifacts."""
+    """The answer (:func:`verdict`), the headline table (one row per strategy, best first), the ranking rule,
+    per-class label quality, and the artifacts."""
     ranked = result.ranked()
+    reference = getattr(result, "reference", "self-improve")
     with_labels = any(r.metrics.get("annotation") for r in ranked)
     measure = getattr(result, "measure", None)
     with_downstream = bool(measure) and any(r.downstream for r in ranked)
-    head = ["rank", "strategy", "artifact", "identifiers 0-3", "queries 0-3"]
+    head = ["rank", "strategy", "artifact", "judge"]
     if with_labels:
-        head += ["binary κ", "κ − self-improve [95% CI]", "recall relevant", "recall not relevant", "binary acc",
-                 "3-class κ", "3-class acc"]
+        head += ["binary κ [95% CI]", f"κ − {reference} [95% CI]", "recall relevant", "recall not relevant",
+                 "3-class κ", "AUC score", "AUC E", "binary acc"]
     if with_downstream:
         head += [measure]
-    head += ["LLM calls", "tokens", "compile s"]
-    lines = [f"# Strategy comparison: {result.task}", "",
+    head += ["identifiers 0-3", "queries 0-3", "LLM calls", "prompt tokens", "generated tokens", "tokens",
+             "compile min"]
+    lines = [f"# Strategy comparison: {result.task}", "", *verdict(result), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in ranked:
         cost = r.compile_cost
-        row = [str(r.rank), r.strategy, f"`{r.version}`", _f(r.metrics.get("idattr_score"), 2),
-               _f(r.metrics.get("query_score"), 2)]
+        row = [str(r.rank), _row_name(r), f"`{r.version}`", getattr(r, "judge", "") or "n/a"]
         if with_labels:
-            per = (r.metrics.get("annotation") or {}).get("binary", {}).get("per_class", {})
-            row += [_f(_ann(r.metrics, "binary", "kappa")), _kappa_diff(r),
+            ann = r.metrics.get("annotation") or {}
+            per = ann.get("binary", {}).get("per_class", {})
+            auc = ann.get("ranking") or {}
+            row += [_with_ci(_ann(r.metrics, "binary", "kappa"), getattr(r, "kappa_ci", None)), _kappa_diff(r),
                     _f(per.get("relevant", {}).get("recall"), 2), _f(per.get("non_relevant", {}).get("recall"), 2),
-                    _f(_ann(r.metrics, "binary", "accuracy")), _f(_ann(r.metrics, "three_class", "kappa")),
-                    _f(_ann(r.metrics, "three_class", "accuracy"))]
+                    _f(_ann(r.metrics, "three_class", "kappa")), _f(auc.get("auc_score")), _f(auc.get("auc_expected")),
+                    _f(_ann(r.metrics, "binary", "accuracy"))]
         if with_downstream:
             row += [_f((r.downstream or {}).get(measure), 4)]
-        row += [_calls(cost), str(cost.get("total_tokens", 0)), _f(cost.get("seconds"), 1)]
+        row += [_f(r.metrics.get("idattr_score"), 2), _f(r.metrics.get("query_score"), 2), _calls(cost),
+                str(cost.get("prompt_tokens", 0)), str(cost.get("completion_tokens", 0)),
+                str(cost.get("total_tokens", 0)), _f(cost.get("seconds", 0) / 60, 1)]
         lines.append("| " + " | ".join(row) + " |")
     if result.ranking is not None:
         lines += ["", f"Ranking rule: {result.ranking.describe()}."]
     if with_labels:
-        lines += ["", "κ − self-improve: each strategy's binary κ minus self-improve's on the same held-out pairs, "
-                      "with a 95% paired bootstrap interval over queries."]
+        lines += ["", f"κ − {reference}: each row's binary κ minus {reference}'s on the same held-out pairs, with a "
+                      "95% paired bootstrap interval over queries. AUC: how often a reference positive gets a higher "
+                      "judge score than a negative (the calibrated score the labels are cut from, and E alone; n/a "
+                      "for a written judge)."]
+        ref = (result.heldout or {}).get("reference_ranking") or {}
+        if ref:
+            lines += ["", "Without an LLM, on the same pairs: " + ", ".join(
+                f"{name.removeprefix('auc_')} AUC {_f(value)}" for name, value in ref.items()) + "."]
     if result.baseline and measure:
         lines += ["", (f"Untrained base model `{result.baseline.get('model')}`: {measure} "
                        f"{_f(result.baseline.get(measure), 4)} on {result.baseline.get('dataset')}.")]
@@ -77,7 +128,8 @@ def markdown(result: Any) -> str:
     lines += ["", (f"Held-out material `{held.get('fingerprint')}`: {len(held.get('documents', []))} fresh documents "
                    f"(none used by any compile), {held.get('pairs', 0)} labelled pairs over {held.get('queries', 0)} "
                    f"queries ({held.get('judgements', 'no judgements given')}; unjudged retrieved candidates count "
-                   f"as {held.get('unjudged_policy')}). Scores are the verifier's 0-3 per document (mean). "
+                   f"as {held.get('unjudged_policy')}; none is one of the {held.get('excluded_queries', 0)} few-shot "
+                   "or calibration queries of any compile). Scores are the verifier's 0-3 per document (mean). "
                    "Compile tokens count only the calls DSPy's cache did not answer; cached calls are shown.")]
     if with_labels:
         lines += ["", "## Label quality per class (precision / recall)", "",
@@ -88,7 +140,7 @@ def markdown(result: Any) -> str:
             per = (ann.get("three_class") or {}).get("per_class", {})
             cells = [f"{_f(per.get(c, {}).get('precision'), 2)} / {_f(per.get(c, {}).get('recall'), 2)}"
                      for c in ("positive", "hard_negative", "easy_negative")]
-            lines.append(f"| {r.strategy} | " + " | ".join(cells) +
+            lines.append(f"| {_row_name(r)} | " + " | ".join(cells) +
                          f" | {_f(ann.get('training_label_precision'), 2)} | "
                          f"{(ann.get('three_class') or {}).get('unlabelled', 0)} |")
     decided = [r for r in ranked if r.human_decisions]
@@ -100,11 +152,13 @@ def markdown(result: Any) -> str:
                 where = f" `{labels['path']}`" if labels.get("path") else ""
                 count = f", {labels['pairs']} pairs" if labels.get("pairs") else ""
                 lines.append(f"- {r.strategy}, calibration labels: {labels['source']}{where}{count}")
-            if reviews:
+            if reviews and reviews.get("file"):
                 lines.append(f"- {r.strategy}, reviews: {reviews['source']} `{reviews['file']}`, reviewer "
                              f"{reviews['reviewer']}")
+            elif reviews:
+                lines.append(f"- {r.strategy}, reviews: {reviews['source']}")
     lines += ["", "## Artifacts", "", "| strategy | version | program id | checksum | path |", "|---|---|---|---|---|"]
-    lines += [f"| {r.strategy} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |"
+    lines += [f"| {_row_name(r)} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |"
               for r in ranked]
     return "\n".join(lines) + "\n"
 

@@ -3,8 +3,10 @@
 Identifier/attribute extraction and query writing run on the fresh documents with the artifact's frozen
 program (what production would send); the task's verifier judges each document's outputs separately
 (0-3, the test-mode rubric), so one bad document does not hide behind good ones. A document whose
-extraction or queries fail scores 0. The annotator labels the held-out pairs in chunks, exactly as in
-production, and its labels are compared with the reference labels.
+extraction or queries fail scores 0. The artifact's own judge (graded or written) labels the held-out pairs
+exactly as in production (with the retriever's cosine, and the BM25 score a hybrid judge weighs), and its labels
+are compared with the reference labels; a graded judge's scores also rank them (AUC: how often a reference
+positive scores above a negative).
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from typing import Any
 import dspy
 
 from syntra_dspy.artifacts import Artifact
-from syntra_dspy.judging.agreement import label_agreement
 from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.judging.agreement import label_agreement
+from syntra_dspy.judging.calibration import roc_auc
+from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge
 from syntra_dspy.optimizers import trials as tr
-from syntra_dspy.optimizers.text import clean_text, verifier_score
 from syntra_dspy.optimizers.settings import CompileSettings
+from syntra_dspy.optimizers.text import clean_text, verifier_score
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.authoring import InstructionAuthor
-from syntra_dspy.judging.judge import Candidate, RelevanceJudge
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +56,9 @@ class HeldoutScorer:
             return fn(*args, **kwargs)
 
     def score(self, artifact: Artifact, material: HeldoutMaterial, corpus: Any,
-              similarity: Callable[[str, str], float] | None = None) -> dict[str, Any]:
-        """Verifier scores on fresh documents and, when the material has pairs, annotation agreement."""
+              similarity: Callable[[str, str], float] | None = None, lexical: Any = None) -> dict[str, Any]:
+        """Verifier scores on fresh documents and, when the material has pairs, annotation agreement and (graded
+        judge) ranking. ``lexical``: BM25 over the corpus (``scores(query, doc_ids)``), for a hybrid judge."""
         program = artifact.program
         task = ctx.task_context(program.state.task_definition)
         golden = ctx.example_queries(program.state.examples)
@@ -91,31 +96,74 @@ class HeldoutScorer:
         if material.items:
             logger.info("held-out scoring of %s: labelling %d held-out pairs", artifact.version, len(material.items))
             with self._stage("heldout_annotation"):
-                predicted = self._generating(label_items, program, material.items, corpus,
-                                             chunk_size=self.settings.chunk_size, similarity=similarity)
+                judged = self._generating(label_items, program, material.items, corpus,
+                                          chunk_size=self.settings.chunk_size, similarity=similarity, lexical=lexical)
             gold = [item.gold for item in material.items]
-            result["annotation"] = label_agreement(gold, predicted)
+            predicted = [None if j is None else j.klass for j in judged]
+            result["annotation"] = {**label_agreement(gold, predicted), "ranking": ranking(gold, judged)}
             result["labels"] = [{"query_id": i.query_id, "doc_id": i.doc_id, "gold": i.gold, "source": i.source,
-                                 "predicted": p} for i, p in zip(material.items, predicted)]
+                                 "predicted": None if j is None else j.klass,
+                                 "score": None if j is None else j.score,
+                                 "expected": None if j is None or j.grade is None else j.grade.expected}
+                                for i, j in zip(material.items, judged)]
         logger.info("held-out scoring of %s done in %.0f s", artifact.version, time.perf_counter() - started)
         return result
 
 
 def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk_size: int,
-                similarity: Callable[[str, str], float] | None = None) -> list[str | None]:
-    """The three-class label the artifact's own judge (graded or written) gives every item (None where annotation
-    failed after its retries). ``similarity(query, doc_id)`` supplies the retriever's cosine a fused judge needs."""
+                similarity: Callable[[str, str], float] | None = None, lexical: Any = None) -> list[Judgment | None]:
+    """The judgment the artifact's own judge (graded or written) makes of every item (None where annotation failed
+    after its retries). ``similarity(query, doc_id)`` supplies the retriever's cosine a fused judge needs;
+    ``lexical`` (``scores(query, doc_ids)``) the BM25 score a hybrid one weighs."""
     judge = RelevanceJudge(program, chunk_size=chunk_size)
+    if judge.needs_lexical and lexical is None:
+        raise ConfigError(f"this artifact's {judge.calibration.feature} judge weighs BM25 scores, which this corpus's "
+                          "languages do not allow", hint="compare on a same-language task in English or Chinese")
     by_query: dict[str, list[int]] = {}
     for n, item in enumerate(items):
         by_query.setdefault(item.query_id, []).append(n)
-    out: list[str | None] = [None] * len(items)
+    out: list[Judgment | None] = [None] * len(items)
     for positions in by_query.values():
         query = items[positions[0]].query
+        ids = [items[n].doc_id for n in positions]
+        bm25 = lexical.scores(query, ids) if lexical is not None else [None] * len(ids)
         cands = [Candidate(corpus[items[n].doc_id].content,
-                           similarity(query, items[n].doc_id) if similarity else None) for n in positions]
+                           similarity(query, items[n].doc_id) if similarity else None, listed=items[n].listed,
+                           lexical=b) for n, b in zip(positions, bm25)]
         for n, judgment in zip(positions, judge.judge_all(query, cands)):
-            out[n] = None if judgment is None else judgment.klass
+            out[n] = judgment
+    return out
+
+
+def ranking(gold: Sequence[str], judged: Sequence[Judgment | None]) -> dict[str, Any]:
+    """How well the judge's scores put reference positives first (AUC; None without graded scores): the calibrated
+    score its labels are cut from, and E alone."""
+    is_pos = [g == "positive" for g in gold]
+    out: dict[str, Any] = {}
+    for name, value in (("score", lambda j: j.score), ("expected", lambda j: j.grade.expected if j.grade else None)):
+        pairs = [(value(j), p) for j, p in zip(judged, is_pos) if j is not None and value(j) is not None]
+        out[f"auc_{name}"] = roc_auc([v for v, _ in pairs], [p for _, p in pairs]) if pairs else None
+    out["scored"] = sum(j is not None and j.score is not None for j in judged)
+    return out
+
+
+def reference_ranking(items: Sequence[JudgedItem], similarity: Callable[[str, str], float] | None,
+                      lexical: Any = None) -> dict[str, float | None]:
+    """What no LLM call gives, on the same pairs: the retriever's cosine and BM25 as rankers (AUC)."""
+    is_pos = [i.gold == "positive" for i in items]
+    out: dict[str, float | None] = {}
+    if similarity is not None:
+        out["auc_cosine"] = roc_auc([similarity(i.query, i.doc_id) for i in items], is_pos)
+    if lexical is not None:
+        by_query: dict[str, list[int]] = {}
+        for n, i in enumerate(items):
+            by_query.setdefault(i.query, []).append(n)
+        scores: list[float | None] = [None] * len(items)
+        for query, members in by_query.items():  # one corpus scoring per query
+            for n, score in zip(members, lexical.scores(query, [items[n].doc_id for n in members])):
+                scores[n] = score
+        kept = [(s, p) for s, p in zip(scores, is_pos) if s is not None]
+        out["auc_bm25"] = roc_auc([s for s, _ in kept], [p for _, p in kept])
     return out
 
 

@@ -22,17 +22,32 @@ UnjudgedPolicy = Literal["hard_negative", "easy_negative", "exclude"]
 
 
 def parse_strategies(text: str | Sequence[str]) -> list[str]:
-    """Strategy names from ``none,self-improve`` or a sequence; an unknown or repeated name is refused."""
+    """Rows from ``none,self-improve`` or a sequence: a strategy name, or ``LABEL=STRATEGY`` for a second row of one
+    strategy under its own label (e.g. ``developer=human``: a recorded terminal session beside the ``human`` row). An
+    unknown strategy, a repeated label or a label that names another strategy is refused."""
     from syntra_dspy.optimizers import STRATEGIES
 
     names = [s.strip() for s in (text.split(",") if isinstance(text, str) else text) if s.strip()]
-    unknown = [s for s in names if s not in STRATEGIES]
+    rows = [row_of(name) for name in names]
+    unknown = [strategy for _, strategy in rows if strategy not in STRATEGIES]
     if unknown or not names:
         raise ConfigError(f"unknown strategy {', '.join(unknown) or '(none given)'}", field="strategies",
-                          hint=f"choose from {', '.join(sorted(STRATEGIES))}, comma-separated")
-    if len(set(names)) != len(names):
-        raise ConfigError("a strategy is listed twice", field="strategies")
+                          hint=f"choose from {', '.join(sorted(STRATEGIES))}, comma-separated (LABEL=STRATEGY for a "
+                               "second row of one strategy)")
+    labels = [label for label, _ in rows]
+    if len(set(labels)) != len(labels):
+        raise ConfigError("a strategy is listed twice", field="strategies",
+                          hint="give the second row a label of its own: LABEL=STRATEGY")
+    misnamed = [label for label, strategy in rows if label in STRATEGIES and label != strategy]
+    if misnamed:
+        raise ConfigError(f"the label {misnamed[0]!r} names another strategy", field="strategies")
     return names
+
+
+def row_of(entry: str) -> tuple[str, str]:
+    """``(label, strategy)`` of one ``--strategies`` entry (``none`` or ``developer=human``)."""
+    label, sep, strategy = entry.partition("=")
+    return (label.strip(), strategy.strip()) if sep else (entry.strip(), entry.strip())
 
 
 class HeldoutOptions(SettingsModel):
@@ -72,6 +87,9 @@ class DownstreamOptions(SettingsModel):
     measure: str = Field("nDCG@10", description=(
         "ir_measures measure that ranks the strategies when --downstream runs (default nDCG@10; e.g. nDCG@20)"))
     train: Any = Field(None, description="training settings, a TrainConfig (None: the paper's recipe)")
+    records: int | None = Field(None, ge=1, strict=True, description=(
+        "training records per strategy: each trains on the first N of its export, and when one yields fewer every "
+        "one is cut to that count, so all train on as many (None: all each produced)"))
     baseline: bool = Field(True, description="also evaluate the untrained base model")
 
     def produce_config(self) -> Any:
@@ -91,7 +109,11 @@ class CompareConfig(SettingsModel):
     command: ClassVar[str] = "syntra compare"
 
     strategies: tuple[str, ...] = Field(("none", "self-improve"), description=(
-        "comma-separated strategies: none, self-improve, human, gepa (default: none,self-improve)"))
+        "comma-separated strategies: none, self-improve, human, gepa; LABEL=STRATEGY adds a row of its own, e.g. "
+        "developer=human (default: none,self-improve)"))
+    reference: str | None = Field(None, description=(
+        "the row every other one is compared with (paired bootstrap over claims; default: human when compared, else "
+        "self-improve, else the first)"))
     settings: CompileSettings = Field(default_factory=CompileSettings, description=(
         "the test-mode settings every strategy compiles with"))
     lm_overrides: dict[str, str | list[str]] | None = Field(None, description=(
@@ -107,6 +129,20 @@ class CompareConfig(SettingsModel):
     @classmethod
     def _strategies(cls, value: Any) -> tuple[str, ...]:
         return tuple(parse_strategies(value))
+
+    def rows(self) -> list[tuple[str, str]]:
+        """``(label, strategy)`` of every row, in the order given."""
+        return [row_of(entry) for entry in self.strategies]
+
+    def reference_row(self) -> str:
+        """The label every other row is compared with."""
+        labels = [label for label, _ in self.rows()]
+        if self.reference is not None:
+            if self.reference not in labels:
+                raise ConfigError(f"the reference {self.reference!r} is not one of the rows ({', '.join(labels)})",
+                                  field="reference")
+            return self.reference
+        return next((name for name in ("human", "self-improve") if name in labels), labels[0])
 
     @field_validator("settings", "heldout", mode="before")
     @classmethod

@@ -146,3 +146,26 @@ def paired_kappa_bootstrap(gold: Sequence[str], groups: Sequence[str], a: Sequen
     p = sum(d <= 0 for d in diffs) / len(diffs) if diffs else None
     return {"kappa_a": ka, "kappa_b": kb, "difference": None if ka is None or kb is None else kb - ka,
             "ci95": [lo, hi], "p_b_not_better": p, "rounds": len(diffs)}
+
+
+def kappa_interval(gold: Sequence[str], groups: Sequence[str], pred: Sequence[str | None], *, rounds: int = 2000,
+                   seed: int = 0) -> list[float | None]:
+    """A 95% interval of one annotator's binary kappa, from resampling the groups (queries) with replacement, as
+    :func:`paired_kappa_bootstrap` does for a difference."""
+    gold_b = [to_binary(g) if g not in BINARY else g for g in gold]
+    pred_b = [None if p is None else p if p in BINARY else to_binary(p) for p in pred]
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    rng = random.Random(seed)
+    names = list(by_group)
+    values = []
+    for _ in range(rounds):
+        keep = [i for g in (rng.choice(names) for _ in names) for i in by_group[g] if pred_b[i] is not None]
+        k = cohen_kappa([gold_b[i] for i in keep], [pred_b[i] for i in keep], BINARY) if keep else None
+        if k is not None:
+            values.append(k)
+    values.sort()
+    if not values:
+        return [None, None]
+    return [values[int(0.025 * len(values))], values[min(len(values) - 1, int(0.975 * len(values)))]]
