@@ -4,7 +4,8 @@ in :mod:`benchmarks.common`; the downstream experiment (train, score beside the 
 is the product's :mod:`syntra_dspy.comparison.downstream`, the one ``syntra compare --downstream`` runs.
 
 * ``baseline_table``: BM25, the base encoder and trained encoders on a BEIR split, with bootstrap CIs.
-* ``compare_scifact``: the strategies (none, self-improve, a recorded human session) on SciFact.
+* ``compare_scifact``: does self-improvement reach human calibration? none, self-improve, GEPA and people's
+  qrels as calibration, all compiling the graded judge, scored on 100 held-out SciFact claims.
 * ``downstream_scifact``: LoRA encoders trained on a run's records, on people's records and without a judge,
   scored on held-out SciFact claims; ``downstream_csl.sh`` is its cross-language counterpart.
 * ``teaching_signal``: how much the same record sets can still teach the base encoder, before training.

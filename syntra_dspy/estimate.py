@@ -89,13 +89,13 @@ class Estimate:
         """The plan as a short table, for the terminal."""
         w = max([24, *(len(s.stage) + 2 for s in self.stages)])
         out = [f"dry run: {self.what}; no LM is called and nothing is written", "",
-               f"  {'stage':<{w}}{'calls':>8}{'prompt tokens':>15}{'generated':>11}{'LM time':>12}"]
+               f"  {'stage':<{w}}{'calls':>8}{'prompt tokens':>15}{'generated':>11}{'LM time':>14}"]
         for s in self.stages:
             out.append(f"  {s.stage:<{w}}{s.calls:>8.0f}{s.prompt_tokens:>15,.0f}{s.completion_tokens:>11,.0f}"
-                       f"{duration(s.seconds):>12}")
+                       f"{duration(s.seconds):>14}")
         total = self.totals()
         out.append(f"  {'total':<{w}}{total['calls']:>8}{total['prompt_tokens']:>15,}"
-                   f"{total['completion_tokens']:>11,}{duration(self.lm_seconds):>12}")
+                   f"{total['completion_tokens']:>11,}{duration(self.lm_seconds):>14}")
         if self.seconds is None:
             expected = ("unknown: no speed measured for this LM yet (run a few documents, then --dry-run again reads "
                         "the run store's figures)")
