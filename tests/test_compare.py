@@ -222,7 +222,7 @@ def test_downstream_produces_trains_and_evaluates_each_strategy(tmp_path, monkey
     qrels = write_heldout_beir(tmp_path / "eval")
     shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
     roles, _ = scripted_roles()
-    options = DownstreamOptions(dataset=f"beir:{tmp_path / 'eval'}:test", docs=4,
+    options = DownstreamOptions(dataset=f"beir:{tmp_path / 'eval'}:test", docs=4, records=2,
                                 # one step moves the weights only without warmup (a warmup step runs at lr 0)
                                 train=TrainConfig(max_steps=1, batch_size=4, num_negatives=1, warmup_ratio=0.0))
     result = compare_strategies(MINI_TASK, strategies="none,self-improve", out=tmp_path / "out", lms=roles,
@@ -231,6 +231,7 @@ def test_downstream_produces_trains_and_evaluates_each_strategy(tmp_path, monkey
     by = {r.strategy: r for r in result.strategies}
     improved, untouched = by["self-improve"].downstream, by["none"].downstream
     assert improved["records"] > 0 and improved["train_steps"] == 1 and 0.0 <= improved["nDCG@10"] <= 1.0
+    assert improved["trained_on"] == min(2, improved["records"])  # every row trains on as many records
     # the brain's unrefined annotator never labels a positive: nothing to train on, and it says so
     assert untouched["records"] == 0 and "no training records" in untouched["error"]
     assert by["self-improve"].rank == 1
