@@ -10,7 +10,7 @@ from syntra_dspy.errors import InputError
 from syntra_dspy.judging.labels import LabelledPair, labels_text, parse_labels_text, read_label_file
 from syntra_dspy.optimizers.annotation_check import CalibrationTrial, calibration_check
 from syntra_dspy.optimizers.human import parse_task_definition_text
-from syntra_dspy.optimizers.loop import RefinementLoop, Review
+from syntra_dspy.optimizers.loop import LoopLimits, LoopSteps, RefinementLoop, Review
 from syntra_dspy.optimizers.report import Evaluation
 from syntra_dspy.optimizers.terminal_review import TerminalReviewer
 
@@ -26,8 +26,8 @@ def make_loop(review, *, max_attempts=3, scores=(0, 0, 0)):
         score = scores[len(seen) - 1]
         return Evaluation(score, score >= 2, f"verifier {len(seen)}")
 
-    loop = RefinementLoop("demo", generate=generate, evaluate=evaluate, refine=lambda i, o, ev: f"{i}+r",
-                          max_attempts=max_attempts, threshold=2, review=review)
+    loop = RefinementLoop("demo", LoopSteps(generate, evaluate, lambda i, o, ev: f"{i}+r"),
+                          limits=LoopLimits(max_attempts, threshold=2), review=review)
     return loop, seen
 
 

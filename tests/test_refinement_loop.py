@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from syntra_dspy.optimizers.loop import RefinementLoop
+from syntra_dspy.optimizers.loop import LoopLimits, LoopSteps, RefinementLoop
 from syntra_dspy.optimizers.report import Evaluation
 
 
@@ -20,8 +20,8 @@ def make_loop(scores, *, keep="last", max_attempts=3, threshold=2):
     def refine(instr, outputs, ev):
         return f"{instr}+{ev.feedback.split()[-1]}"
 
-    loop = RefinementLoop("demo", generate=generate, evaluate=evaluate, refine=refine,
-                          max_attempts=max_attempts, keep=keep, threshold=threshold)
+    loop = RefinementLoop("demo", LoopSteps(generate, evaluate, refine),
+                          limits=LoopLimits(max_attempts, keep, threshold))
     return loop, seen
 
 
@@ -78,8 +78,7 @@ def test_unusable_verdicts_and_refinements_fail_the_attempt_not_the_compile():
         calls["refine"] += 1
         raise LMOutputError("truncated", stage="refine")
 
-    loop = RefinementLoop("demo", generate=lambda i: i, evaluate=evaluate, refine=refine, max_attempts=3,
-                          threshold=2)
+    loop = RefinementLoop("demo", LoopSteps(lambda i: i, evaluate, refine), limits=LoopLimits(3, threshold=2))
     artifact, _, report = loop.run("i0")
     first = report.attempts[0]
     assert first.score is None and not first.passed and "garbled JSON" in first.feedback

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads 
     from syntra_dspy.optimizers.gepa import GEPASettings, GEPAStrategy
     from syntra_dspy.optimizers.human import FeedbackMismatchError, HumanCalibration, read_feedback
     from syntra_dspy.optimizers.human_inputs import HumanLabels, ReviewSession
-    from syntra_dspy.optimizers.loop import RefinementLoop, Review, ReviewRequest
+    from syntra_dspy.optimizers.loop import LoopLimits, LoopSteps, RefinementLoop, Review, ReviewRequest
     from syntra_dspy.optimizers.metric import StageMetric
     from syntra_dspy.optimizers.no_refinement import NoRefinement
     from syntra_dspy.optimizers.report import Attempt, CompileReport, Evaluation, LoopReport
@@ -33,7 +33,9 @@ __all__ = [
     "HumanCalibration",
     "HumanLabels",
     "LabelledPair",
+    "LoopLimits",
     "LoopReport",
+    "LoopSteps",
     "NoRefinement",
     "RefinementLoop",
     "Review",
@@ -69,6 +71,8 @@ _getattr, __dir__ = lazy_exports(__name__, {
     "read_feedback": "syntra_dspy.optimizers.human",
     "HumanLabels": "syntra_dspy.optimizers.human_inputs",
     "ReviewSession": "syntra_dspy.optimizers.human_inputs",
+    "LoopLimits": "syntra_dspy.optimizers.loop",
+    "LoopSteps": "syntra_dspy.optimizers.loop",
     "RefinementLoop": "syntra_dspy.optimizers.loop",
     "Review": "syntra_dspy.optimizers.loop",
     "ReviewRequest": "syntra_dspy.optimizers.loop",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from syntra_dspy.optimizers.loop import RefinementLoop, Reviewer, unevaluated
+from syntra_dspy.optimizers.loop import LoopLimits, LoopSteps, RefinementLoop, Reviewer, unevaluated
 from syntra_dspy.optimizers.report import LoopReport
 from syntra_dspy.optimizers.stages import Stage
 from syntra_dspy.programs.synthesis import SynthesisProgram
@@ -31,9 +31,8 @@ def refine_until_pass(stage: Stage, program: SynthesisProgram, *, review: Review
     stage.prepare(initial)
     s = stage.settings
     progress = stage.tools.progress
-    loop = RefinementLoop(stage.name, generate=stage.trial, evaluate=stage.metric, refine=stage.refine,
-                          describe=stage.describe, max_attempts=s.max_attempts, keep=s.keep,
-                          threshold=stage.threshold, meter=stage.tools.meter, review=review,
-                          on_attempt=progress.attempt_done if progress is not None else None)
+    loop = RefinementLoop(stage.name, LoopSteps(stage.trial, stage.metric, stage.refine, stage.describe),
+                          limits=LoopLimits(s.max_attempts, s.keep, stage.threshold), meter=stage.tools.meter,
+                          review=review, on_attempt=progress.attempt_done if progress is not None else None)
     attempt, outputs, report = loop.run(initial)
     return stage.adopt(program, attempt, outputs), report

@@ -66,8 +66,29 @@ class UsageProbe:
         return out
 
 
+@dataclass(frozen=True)
+class LoopSteps(Generic[A, O]):
+    """What a loop runs, one stage's: the trial of an attempt, its evaluation, the next attempt written from that
+    evaluation, and the attempt's text for the record."""
+
+    generate: Callable[[A], O]
+    evaluate: Callable[[A, O], Evaluation]
+    refine: Callable[[A, O, Evaluation], A]
+    describe: Callable[[A], str] = str
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """When a loop stops and what it keeps: at most ``max_attempts`` attempts; ``keep`` the last evaluated one or
+    the best scoring when none passes; ``threshold``, the passing score, is recorded in the report."""
+
+    max_attempts: int = 3
+    keep: Literal["last", "best"] = "last"
+    threshold: float | None = None
+
+
 class RefinementLoop(Generic[A, O]):
-    """Runs attempts until one passes or ``max_attempts`` is reached; records every attempt.
+    """Runs attempts until one passes or ``limits.max_attempts`` is reached; records every attempt.
 
     ``keep="last"`` returns the last evaluated artifact (the paper's behaviour); ``keep="best"`` the highest
     scoring one (ties go to the later attempt, which has seen more feedback).
@@ -75,27 +96,17 @@ class RefinementLoop(Generic[A, O]):
     ``review`` (optional) is called after each evaluation, so a person (or a replay of one) can override the
     judgement or edit the artifact: an edit is tried as the next attempt instead of a refinement; an edit
     after the last attempt is kept as the result, recorded as an untried attempt. ``None`` keeps the
-    verifier's evaluation.
+    verifier's evaluation. ``meter`` attributes the loop's LM calls to ``name``; ``on_attempt`` sees every
+    attempt as it is recorded.
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        generate: Callable[[A], O],
-        evaluate: Callable[[A, O], Evaluation],
-        refine: Callable[[A, O, Evaluation], A],
-        describe: Callable[[A], str] = str,
-        max_attempts: int = 3,
-        keep: Literal["last", "best"] = "last",
-        threshold: float | None = None,
-        meter: Any = None,
-        on_attempt: Callable[[Attempt], None] | None = None,
-        review: Reviewer | None = None,
-    ) -> None:
+    def __init__(self, name: str, steps: LoopSteps[A, O], *, limits: LoopLimits | None = None, meter: Any = None,
+                 on_attempt: Callable[[Attempt], None] | None = None, review: Reviewer | None = None) -> None:
+        limits = limits or LoopLimits()
         self.name = name
-        self.generate, self.evaluate, self.refine, self.describe = generate, evaluate, refine, describe
-        self.max_attempts, self.keep, self.threshold = max_attempts, keep, threshold
+        self.generate, self.evaluate, self.refine, self.describe = (steps.generate, steps.evaluate, steps.refine,
+                                                                     steps.describe)
+        self.max_attempts, self.keep, self.threshold = limits.max_attempts, limits.keep, limits.threshold
         self.meter = meter
         self.on_attempt = on_attempt
         self.review = review
