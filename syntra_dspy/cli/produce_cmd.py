@@ -30,6 +30,7 @@ _SETTINGS = (
     ("--artifact-key-env", "artifact_key_env", {"metavar": "VAR"}),
     ("--index-dir", "index_dir", {"type": Path}),
     ("--candidates", "candidates", {"choices": get_args(CandidateSource)}),
+    ("--max-identifiers", "max_identifiers", {"type": positive_int, "metavar": "N"}),
     ("--judge-cascade", "judge_cascade", {"choices": CASCADE_MODES}),
     ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
     ("--cascade-grades", "cascade_grades", {"type": Path, "metavar": "RUN.db"}),

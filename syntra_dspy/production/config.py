@@ -53,6 +53,10 @@ class ProduceConfig(SettingsModel):
         "where each query's candidates come from: dense (the encoder's index) or bm25-translated (BM25 in the "
         "documents' language; a cross-language task's queries are first translated by the generator, once each); "
         "default: the task file's setting, else dense"))
+    # what the generator may answer (engines that compile schemas into grammars: the embedded one)
+    max_identifiers: int | None = Field(None, ge=1, strict=True, description=(
+        "at most this many identifiers per document from the extract step, under a grammar (the embedded engine): "
+        "fewer generated tokens; default: as many as the extractor lists"))
     # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
     judge_cascade: CascadeMode = Field("off", description=(
         "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "
@@ -142,3 +146,4 @@ class UnitSettings:
     top_k: int
     chunk_size: int
     candidates: CandidateSource = "dense"
+    max_identifiers: int | None = None  # extract at most this many identifiers (ProduceConfig.max_identifiers)

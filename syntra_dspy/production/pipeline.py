@@ -161,7 +161,7 @@ class DocumentPipeline:
                 features = Features.from_dict(kept.features)
             else:
                 with meter.stage("extract"), self.slots:
-                    features = self.program.extract_features(text)
+                    features = self.program.extract_features(text, max_identifiers=self.settings.max_identifiers)
             result.features = features.to_dict()
             stage = "plan"
             used = {p: Blueprint.model_validate(q.blueprint) for p, q in earlier.items()}

@@ -242,6 +242,8 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
             session = run.begin_session(concurrency=config.concurrency, generator=generator_info, options={
                 "docs": "all" if target is None else target, "retry_failed": config.retry_failed,
                 "retry_temperature": config.retry_temperature,
+                # what the generator may answer, per session: a resumed run may change them
+                "max_identifiers": inputs.settings.max_identifiers,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
                 **({"ray": ray.describe()} if ray is not None else {})})
             logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),

@@ -54,6 +54,15 @@ def blueprint_list_schema(features: Features, count: int) -> dict[str, Any]:
     return {"type": "array", "items": _closed(properties), "minItems": count, "maxItems": count}
 
 
+def identifier_list_schema(limit: int) -> dict[str, Any]:
+    """JSON schema of one to ``limit`` identifiers (the extract step's first list).
+
+    Why: the embedded extractor lists ~9 identifiers a document (up to 25 in the SciFact store), ~310 generated
+    tokens a call, while a document yields a few queries; the planner needs only as many identifiers as queries."""
+    return {"type": "array", "items": _closed({"kind": _enum(["entity", "relationship"]), "text": {"type": "string"}}),
+            "minItems": 1, "maxItems": limit}
+
+
 def _narrowed_model(model: type[pydantic.BaseModel], fields: Mapping[str, dict[str, Any]]) -> type[pydantic.BaseModel]:
     """A copy of DSPy's generated output model whose JSON schema has ``fields`` replaced (DSPy builds the request's
     schema from ``model_json_schema``, as it does for its own generated model)."""
@@ -91,7 +100,7 @@ def narrowed_outputs(fields: Mapping[str, dict[str, Any]]) -> Iterator[None]:
     schemas in place of the signature's. Any other adapter in use is left as it is: it sends no schema, or one its
     user chose."""
     adapter = dspy.settings.adapter
-    if type(adapter) is not dspy.JSONAdapter:
+    if not fields or type(adapter) is not dspy.JSONAdapter:
         yield
         return
     narrowing = NarrowedJSONAdapter(fields, callbacks=adapter.callbacks,

@@ -16,7 +16,11 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.judging.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.judging.judge import Candidate, RelevanceJudge
-from syntra_dspy.programs.narrowing import blueprint_list_schema, narrowed_outputs
+from syntra_dspy.programs.narrowing import (
+    blueprint_list_schema,
+    identifier_list_schema,
+    narrowed_outputs,
+)
 from syntra_dspy.programs.retry import (
     LAST_ANSWER_CHARS,  # noqa: F401 - re-exported
     answer_cut_off,
@@ -204,11 +208,17 @@ class SynthesisProgram(dspy.Module):
         most ``retries`` times (default: the program's ``max_retries``)."""
         return call_with_repair(stage, call, max_retries=self.max_retries if retries is None else retries)
 
-    def extract_features(self, document: str) -> Features:
+    def extract_features(self, document: str, *, max_identifiers: int | None = None) -> Features:
+        """The document's identifiers and attribute dimensions. ``max_identifiers`` (production's
+        ``--max-identifiers``) keeps the first that many; an engine that narrows schemas is held to them while it
+        decodes (the prompt is the artifact's), since a long list costs generated tokens that the few blueprints a
+        document gets never use."""
         doc = ctx.clip(document, self.max_doc_chars)
+        narrowing = {"identifiers": identifier_list_schema(max_identifiers)} if max_identifiers else {}
 
         def call(note: str, config: dict) -> Features:
-            pred = self.extract(document=doc, retry_note=note, config=config)
+            with narrowed_outputs(narrowing):
+                pred = self.extract(document=doc, retry_note=note, config=config)
             identifiers, attributes = list(pred.identifiers or []), list(pred.attributes or [])
             if answer_cut_off():
                 # Cut at the token limit: the last item of the list written last may be cut mid-word (the JSON
@@ -218,7 +228,8 @@ class SynthesisProgram(dspy.Module):
                     attributes = attributes[:-1]
                 elif identifiers:
                     identifiers = identifiers[:-1]
-            return clean_features(identifiers, attributes, query_language=self.query_language())
+            return clean_features(identifiers[:max_identifiers] if max_identifiers else identifiers, attributes,
+                                  query_language=self.query_language())
 
         return self._retrying("extract", call)
 
