@@ -426,3 +426,32 @@ def test_an_engine_sharing_one_context_gets_one_document_at_a_time(mini, minilm,
     from syntra_dspy.lm.llamacpp import LlamaCppEngine
 
     assert LlamaCppEngine.shares_one_context
+
+
+def test_the_store_keeps_every_write_check_and_stats_say_how_first_answers_fared(mini, minilm, tmp_path):
+    """Issue 42: which check rejects the writer's first answers, and what fixing them took, from the run store."""
+    from syntra_dspy.production import compute_stats, format_stats
+
+    class CopiesEveryFirstAnswer(SyntraBrain):  # the first write answer copies the document; a rewrite fixes it
+        def _route(self, system, inputs, outputs):
+            name, answer = super()._route(system, inputs, outputs)
+            if name == "write" and not inputs.get("retry_note"):
+                document = inputs.get("document", "")
+                for q in answer["queries"]:
+                    q["query"] = " ".join(document.split()[:14]) + "."
+            return name, answer
+
+    store = tmp_path / "run.db"
+    summary, lm = run(mini, minilm, store, brain=CopiesEveryFirstAnswer(), docs=2, queries_per_doc=2)
+    checks = rows(store, "SELECT doc_id, position, step, outcome FROM write_checks ORDER BY id")
+    firsts = {}
+    for doc_id, position, step, outcome in checks:
+        firsts.setdefault((doc_id, position), (step, outcome))
+    assert len(firsts) == 4 and {o for _, o in firsts.values()} <= {"copy", "duplicate"}
+    assert all(step == "write" for step, _ in firsts.values())
+    rewrites = sum(1 for c in lm.calls if "rewritten" in c.output_fields)
+    assert sum(1 for c in checks if c[2] == "rewrite") == rewrites
+    stats = compute_stats(store)
+    assert sum(stats["write_checks"]["first_answer"].values()) == 4
+    line = next(x for x in format_stats(stats).splitlines() if x.startswith("writing"))
+    assert "0% of first answers kept (rejected: copy" in line and f"{rewrites} rewrite calls" in line, line

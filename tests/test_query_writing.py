@@ -528,3 +528,33 @@ def test_export_stats_find_a_moved_artifact_under_artifacts_by_its_checksum(part
         assert compute_stats(moved)["quality"]["queries"]["in_form"] is None
     finally:
         shutil.move(tmp_path / "gone", recorded)
+
+
+@pytest.mark.parametrize("brain_class", [ReadsTheRule, Recording, CannotRestate, HeedsNotes, CopiesOnce, AlwaysAsks])
+def test_every_checked_answer_is_tallied_once_with_the_step_that_gave_it(brain_class):
+    """What production stores for ``export --stats`` (issue 42): one check per blueprint a write call was asked for,
+    one per rewrite call made, and the first check of each blueprint is the write call's."""
+    brain, tally = brain_class(), WriteTally()
+    try:
+        queries = write(brain, instruction="", tally=tally)
+    except QueriesIncomplete as exc:
+        queries = list(exc.kept.values())
+    except LMOutputError:
+        queries = []
+    asked = [len(json.loads(b)) if b.startswith("[") else b.count("\n") + 1 for b, _ in getattr(brain, "asked", [])]
+    steps = [step for _, step, _ in tally.checks]
+    assert steps.count("rewrite") == brain.calls.get("rewrite", 0)
+    if asked:
+        assert steps.count("write") == sum(asked)
+    first = {}
+    for blueprint, step, outcome in tally.checks:
+        first.setdefault(blueprint, (step, outcome))
+    assert sorted(first) == [0, 1] and all(step == "write" for step, _ in first.values())
+    assert sum(outcome == "kept" for _, _, outcome in tally.checks) == len(queries)  # each kept query, once
+
+
+def test_the_tally_names_the_check_that_rejected_each_first_answer():
+    brain, tally = CopiesOnce(), WriteTally()
+    write(brain, instruction=STYLE_MARK, tally=tally)
+    assert tally.checks[:2] == [(0, "write", "kept"), (1, "write", "copy")]
+    assert tally.checks[2][1:] in {("rewrite", "kept"), ("code", "kept")}

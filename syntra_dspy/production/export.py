@@ -436,6 +436,7 @@ def compute_stats(store: str | Path, *, negatives: str = "hard", num_negatives: 
             "export_options": options.to_dict(),
             "usage": run.usage(),
             "judge_calls": run.judge_skips(),
+            "write_checks": run.write_checks(),
             "backend": run.backend(),
             "sessions": sessions,
             "provenance": provenance(run, sessions),
@@ -626,6 +627,9 @@ def format_stats(stats: dict[str, Any]) -> str:
                  f"{pct(written['near_duplicates'])} nearly duplicate another query of their document"
                  + (f"; {pct(written['restated'])} rewritten from a rejected query (a question, a copied passage)"
                     if written.get("restated") is not None else ""))
+    checks = stats.get("write_checks") or {}
+    if checks:
+        lines.append(_writing_line(checks))
     if "grades" in q:
         g = q["grades"]
         lines.append(f"grades     {g['candidates']} graded ({g['with_probabilities']} with label probabilities), "
@@ -653,6 +657,20 @@ def format_stats(stats: dict[str, Any]) -> str:
         lines.extend(format_signal(t, encoder=t["encoder"], config=TrainConfig(
             temperature=t["temperature"], teacher_scale=t["teacher_scale"])))
     return "\n".join(lines)
+
+
+def _writing_line(checks: dict[str, Any]) -> str:
+    """How the write step's first answers fared, by the check that rejected them, and what fixing them took."""
+    first = checks["first_answer"]
+    total = sum(first.values()) or 1
+    failed = ", ".join(f"{k} {100 * n / total:.0f}%" for k, n in sorted(first.items(), key=lambda kv: -kv[1])
+                       if k != "kept")
+    steps = checks["by_step"]
+    code = steps.get("code", {}).get("kept", 0)
+    rewrites = steps.get("rewrite", {})
+    return (f"writing    {100 * first.get('kept', 0) / total:.0f}% of first answers kept"
+            + (f" (rejected: {failed})" if failed else "")
+            + f"; {code} fixed in code, {sum(rewrites.values())} rewrite calls ({rewrites.get('kept', 0)} kept)")
 
 
 def _cascade_line(calls: dict[str, Any], cascade: dict[str, Any]) -> str:

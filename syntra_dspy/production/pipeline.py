@@ -295,6 +295,7 @@ class DocumentPipeline:
             written = dict(sorted(exc.kept.items()))
         finally:
             result.restated.update({at[n]: question for n, question in tally.restated.items()})
+            result.write_checks.extend((at[n], step, outcome) for n, step, outcome in tally.checks)
         return {at[n]: query for n, query in written.items()}
 
     def _annotate(self, result: DocumentResult) -> None:

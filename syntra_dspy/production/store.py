@@ -78,6 +78,9 @@ CREATE INDEX documents_status ON documents (status, position);
 #: ``judge_skips``: the candidates the judge's cascade labelled without grading them (the rule, the class and the
 #: range the score could take; the candidate's BM25 score, which ``grades`` keeps for the graded ones). A labelled
 #: candidate with neither a ``grades`` nor a ``judge_skips`` row was labelled by the written judge.
+#: ``write_checks``: every query answer the write step checked, in order, per document and query position: the step
+#: that gave it (``write``, ``rewrite``, ``code``: fixed without a call) and what became of it (``kept``, or the
+#: check it failed); kept for every attempt, so a retried document's earlier calls still count.
 #: Columns added the same way (:data:`_ADDED_COLUMNS`): ``usage.cached_prompt_tokens``, ``grades.lexical`` (the
 #: candidate's BM25 score, for a hybrid judge) and ``queries.restated_from`` (the question a query restates).
 _ADDED = """
@@ -94,6 +97,9 @@ CREATE TABLE IF NOT EXISTS endpoint_usage (
     failures INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0, cached_prompt_tokens INTEGER NOT NULL DEFAULT 0,
     seconds REAL NOT NULL DEFAULT 0, healthy INTEGER, last_error TEXT, PRIMARY KEY (session_id, role, endpoint));
+CREATE TABLE IF NOT EXISTS write_checks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER NOT NULL, doc_id TEXT NOT NULL,
+    position INTEGER NOT NULL, step TEXT NOT NULL, outcome TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS judge_skips (
     query_id TEXT NOT NULL, rank INTEGER NOT NULL, rule TEXT NOT NULL, class TEXT NOT NULL, low REAL NOT NULL,
     high REAL NOT NULL, lexical REAL, PRIMARY KEY (query_id, rank));
@@ -328,6 +334,10 @@ class RunStore:
                           [(q.query_id, cand.rank, cand.skipped.rule, cand.skipped.klass, cand.skipped.low,
                             cand.skipped.high, cand.lexical)
                            for q in result.queries for cand in q.candidates if cand.skipped is not None])
+            c.executemany("INSERT INTO write_checks (session_id, doc_id, position, step, outcome) "
+                          "VALUES (?, ?, ?, ?, ?)",
+                          [(session_id, result.doc_id, pos, step, outcome)
+                           for pos, step, outcome in result.write_checks])
             c.executemany("INSERT INTO query_ranks (query_id, bm25_source_rank) VALUES (?, ?)",
                           [(q.query_id, q.bm25_source_rank) for q in result.queries])
             c.executemany("INSERT INTO query_translations (query_id, text) VALUES (?, ?)",
@@ -537,6 +547,21 @@ class RunStore:
                 skipped.setdefault(rule, {})[klass] = n
         return {"graded": graded, "skipped": sum(n for by in skipped.values() for n in by.values()),
                 "by_rule": skipped}
+
+    def write_checks(self) -> dict[str, Any]:
+        """What the write step's answers came to: by step and outcome, how the first answer for each query position
+        fared, and the calls per kept query (empty for a store written before they were recorded)."""
+        if not self.has_table("write_checks") or not self.scalar("SELECT count(*) FROM write_checks"):
+            return {}
+        by_step: dict[str, dict[str, int]] = {}
+        for step, outcome, n in self.rows("SELECT step, outcome, count(*) FROM write_checks GROUP BY step, outcome "
+                                          "ORDER BY step, outcome"):
+            by_step.setdefault(step, {})[outcome] = n
+        first = dict(self.rows(
+            "SELECT outcome, count(*) FROM write_checks w WHERE id = (SELECT min(id) FROM write_checks "
+            "WHERE doc_id = w.doc_id AND position = w.position) GROUP BY outcome ORDER BY outcome"))
+        return {"by_step": by_step, "first_answer": first,
+                "rewrite_calls": sum(n for k, n in by_step.get("rewrite", {}).items())}
 
     def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}

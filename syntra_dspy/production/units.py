@@ -117,6 +117,8 @@ class DocumentResult:
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
     restated: dict[int, str] = field(default_factory=dict)  # query position -> the question its query restates
+    # every written answer checked, in order: (query position, step, outcome) as in WriteTally.checks
+    write_checks: list[tuple[int, str, str]] = field(default_factory=list)
     # positions of the complete queries an earlier attempt left in the store, which this result keeps as they are
     kept: tuple[int, ...] = ()
 

@@ -6,6 +6,7 @@ import copy
 import logging
 import re
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 import dspy
@@ -318,10 +319,13 @@ class SynthesisProgram(dspy.Module):
             except QueriesRejected as exc:
                 if tally is not None:
                     tally.add(exc.checked, exc.off_form, str(exc))
+                    for slot, outcome in exc.outcomes.items():
+                        tally.check(slot, "write", outcome)
                 kept.update(exc.kept)
                 for slot, (query, fix) in (exc.repairs.items() if rewrite else ()):
                     rewritten = self._rewrite(query, fix, lang=lang, document=doc, form=form,
-                                              earlier=[*avoid, *kept.values()])
+                                              earlier=[*avoid, *kept.values()],
+                                              checked=partial(tally.check, slot) if tally is not None else None)
                     if rewritten is not None:
                         kept[slot] = rewritten
                         if tally is not None:
@@ -335,6 +339,8 @@ class SynthesisProgram(dspy.Module):
                                      "queries for the blueprints listed now") from None
             if tally is not None:
                 tally.add(len(written))
+                for slot in numbers:
+                    tally.check(slot, "write", "kept")
             kept.update(zip(numbers, found))
             return [kept[n] for n in range(len(blueprints))]
 
@@ -346,17 +352,20 @@ class SynthesisProgram(dspy.Module):
             raise QueriesIncomplete(exc.message, kept=dict(kept), stage="write", last_answer=exc.last_answer) from None
 
     def _rewrite(self, query: str, fix: str, *, lang: str, document: str, form: QueryForm | None,
-                 earlier: Sequence[str]) -> str | None:
+                 earlier: Sequence[str], checked: Callable[[str, str], None] | None = None) -> str | None:
         """A rejected query rewritten by a short call to fix what was wrong (a question where the task's queries
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
         call costs ten times as much. A rewrite that still has the wrong form is rewritten once more, with its own
         problem (``REWRITE_TRIES``). Fixes that need no rewrite come first, for the query and for every rewrite
         (:meth:`_fixed_in_code`): a question restated in code where that is safe, and the few Chinese words a
-        cross-language writer left in an English query translated one by one."""
+        cross-language writer left in an English query translated one by one. ``checked(step, outcome)`` is told
+        what became of each try (:attr:`WriteTally.checks`)."""
         checks = {"lang": lang, "document": document, "form": form, "earlier": earlier}
+        checked = checked or (lambda step, outcome: None)
         fixed, text = self._fixed_in_code(query, **checks)
         if fixed is not None:
+            checked("code", "kept")
             return fixed
         if text != query:  # its words are translated now; what is left is another problem, for the rewrite
             problem = self._problem(text, **checks)
@@ -370,16 +379,21 @@ class SynthesisProgram(dspy.Module):
                                                            config={"max_tokens": 120})
             except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
                 logger.info("rewriting %r failed: %s", query, exc)
+                checked("rewrite", "unparsed")
                 return None
             text = " ".join(str(pred.rewritten or "").split()).strip().strip('"').strip()
             if answer_cut_off():  # a rewrite that ran to the token limit is a passage, and what is left is cut
                 logger.info("rewriting %r: the answer was cut at the token limit", query)
+                checked("rewrite", "cut")
                 return None
             problem = self._problem(text, **checks)
             if problem is None:
+                checked("rewrite", "kept")
                 return text
+            checked("rewrite", problem.kind)
             fixed, translated = self._fixed_in_code(text, **checks)
             if fixed is not None:
+                checked("code", "kept")
                 return fixed
             if translated != text:
                 text = translated

@@ -231,9 +231,12 @@ class QueriesRejected(OutputRejected):
     length differs from the examples'."""
 
     def __init__(self, message: str, *, kept: dict[int, str], checked: int, off_form: int,
-                 repairs: dict[int, tuple[str, str]] | None = None) -> None:
+                 repairs: dict[int, tuple[str, str]] | None = None, outcomes: dict[int, str] | None = None) -> None:
         super().__init__(message)
         self.kept, self.checked, self.off_form = kept, checked, off_form
+        # blueprint number -> "kept", the kind of the first check its query failed (QueryProblem.kind), "missing"
+        # (no query written for it) or "count" (the answer's queries could not be matched to the blueprints)
+        self.outcomes = outcomes or {}
         # blueprint number -> (query, what to fix) for a query rejected only for a problem one short rewrite call
         # can fix (a question where the task's queries are not; a passage copied from the document): rewriting it
         # keeps the blueprint (see SynthesisProgram.write_queries)
@@ -299,12 +302,19 @@ class WriteTally:
     off_form: int = 0  # of them, of another form or length than the examples
     notes: list[str] = field(default_factory=list)  # every rejection, in order
     restated: dict[int, str] = field(default_factory=dict)  # blueprint number -> the query a kept rewrite replaced
+    # every answer checked for a blueprint, in order: (blueprint number, step, outcome). Step: "write" (a write
+    # call's query), "rewrite" (a rewrite call's), "code" (restated or translated in code, no call); outcome:
+    # "kept", a QueryProblem kind, "missing", "count" or "unparsed" (a rewrite call whose answer was unusable)
+    checks: list[tuple[int, str, str]] = field(default_factory=list)
 
     def add(self, checked: int, off_form: int = 0, note: str | None = None) -> None:
         self.queries += checked
         self.off_form += off_form
         if note:
             self.notes.append(note)
+
+    def check(self, blueprint: int, step: str, outcome: str) -> None:
+        self.checks.append((blueprint, step, outcome))
 
 
 class QueryProblem(NamedTuple):
@@ -375,14 +385,16 @@ def check_queries(
                 offers.setdefault(w.blueprint, []).append(w)
     else:
         raise QueriesRejected(f"write exactly {len(numbers)} queries, one per blueprint; got {len(written)}",
-                              kept={}, checked=0, off_form=0)
+                              kept={}, checked=0, off_form=0, outcomes=dict.fromkeys(numbers, "count"))
     kept: dict[int, str] = {}
     repairs: dict[int, tuple[str, str]] = {}
     problems: list[str] = []
+    outcomes = dict.fromkeys(numbers, "missing")
     earlier = [" ".join(q.split()) for q in avoid]
     off_form = 0
     for slot in (n for n in numbers if n in offers):
         first_problem = None
+        outcomes[slot] = "kept"
         for item in offers[slot]:
             problem = query_problem(item.query, language=language, document=document,
                                      max_copied_words=max_copied_words, form=form, earlier=earlier,
@@ -393,7 +405,8 @@ def check_queries(
                 kept[slot] = text
                 break
             off_form += problem.off_form
-            first_problem = first_problem or problem.message
+            if first_problem is None:
+                first_problem, outcomes[slot] = problem.message, problem.kind
             kind = repair_kind(problem)
             if kind is not None:
                 repairs.setdefault(slot, (" ".join(item.query.split()),
@@ -403,6 +416,7 @@ def check_queries(
             problems.append(f"query for blueprint {slot} {first_problem}")
         else:
             repairs.pop(slot, None)
+            outcomes[slot] = "kept"
     slots = list(offers)
     missing = [str(n) for n in numbers if n not in slots]
     if missing:
@@ -410,7 +424,7 @@ def check_queries(
                         f"blueprint {', '.join(missing)}")
     if problems:
         raise QueriesRejected("; ".join(problems), kept=kept, checked=len(written), off_form=off_form,
-                              repairs=repairs)
+                              repairs=repairs, outcomes=outcomes)
     return [kept[n] for n in numbers]
 
 
