@@ -82,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--verifier", default=None)
     p.add_argument("--refiner", default=None)
     p.add_argument("--index-dir", default=None, help="where the corpus index is cached")
+    p.add_argument("--fresh", action="store_true", help=(
+        "make every row again; by default a rerun takes the rows an interrupted run with the same inputs finished "
+        "(OUT/rows/: each row's artifact once compiled, its scores once scored)"))
     return p.parse_args(argv)
 
 
@@ -113,7 +116,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, Any]]]:
                                  calibration_queries=args.calibration_queries),
         heldout=HeldoutOptions(docs=args.heldout_docs, qrels=qrels, max_queries=args.heldout_max_queries,
                                unjudged_k=args.unjudged_k, random_negatives=args.random_negatives),
-        downstream=downstream)
+        downstream=downstream, resume=not args.fresh)
     return config, options
 
 

@@ -171,6 +171,38 @@ def test_a_stubborn_self_improve_does_not_outrank_what_it_failed_to_improve(tmp_
     assert by["none"].rank == 1  # ... and none spent fewer tokens
 
 
+def test_an_interrupted_comparison_takes_the_rows_it_finished_and_redoes_only_what_changed(tmp_path, fast_encoder):  # noqa: F811
+    """A comparison on the embedded model outlasts a sitting: rerun with the same inputs, finished rows are taken
+    from OUT/rows/ (no LM call), with the same versions, scores and compile cost; other inputs redo them."""
+    kwargs = dict(out=tmp_path / "out", index_dir=tmp_path / "index", heldout=HeldoutOptions(docs=3), chart=False)
+    roles, brain = scripted_roles()
+    first = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=SETTINGS, **kwargs)
+    assert sum(brain.calls.values()) > 0
+    assert sorted(p.name for p in (tmp_path / "out" / "rows").iterdir()) == ["none.json", "self-improve.json"]
+
+    roles, brain = scripted_roles()
+    again = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=SETTINGS, **kwargs)
+    assert sum(brain.calls.values()) == 0  # nothing compiled or scored again
+    assert [r.to_dict() for r in again.strategies] == [r.to_dict() for r in first.strategies]
+
+    # a row killed after compiling: its artifact is taken, only its scoring is made again
+    record = json.loads((tmp_path / "out" / "rows" / "none.json").read_text())
+    (tmp_path / "out" / "rows" / "none.json").write_text(json.dumps({k: record[k] for k in ("key", "artifact")}))
+    roles, brain = scripted_roles()
+    third = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=SETTINGS, **kwargs)
+    assert brain.calls and [r.version for r in third.strategies] == [r.version for r in first.strategies]
+    assert third.strategies[0].metrics == first.strategies[0].metrics
+
+    # other settings, or --fresh: every row is compiled again
+    roles, brain = scripted_roles()
+    other = SETTINGS.model_copy(update={"max_attempts": 2})
+    compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=other, **kwargs)
+    compiled_again = brain.calls.get("propose_instruction", 0) + brain.calls.get("extract", 0)
+    roles, brain = scripted_roles()
+    compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=SETTINGS, resume=False, **kwargs)
+    assert compiled_again > 0 and brain.calls.get("extract", 0) > 0
+
+
 # -- the command line ----------------------------------------------------------------------------------------
 def test_cli_compare_prints_the_table_and_writes_reports(tmp_path, monkeypatch, capsys, fast_encoder):  # noqa: F811
     from syntra_dspy.cli import main

@@ -81,6 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="report folder (default: comparison/<task>)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: artifacts/)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    p.add_argument("--fresh", action="store_true",
+                   help="compile and score every row again, even those an earlier run with the same inputs finished "
+                        "(by default they are taken from OUT/rows/)")
     p.add_argument("--json", action="store_true", help="print the comparison (or the --dry-run plan) as JSON")
     p.add_argument("--dry-run", action="store_true",
                    help="print the planned LM calls, prompt and generated tokens and the expected time of every "
@@ -122,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     config = CompareConfig(**given_settings(args, _COMPARE), settings=settings_from_args(args),
                            lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args), index_dir=args.index_dir,
                            heldout=HeldoutOptions(**given_settings(args, _HELDOUT, prefix="heldout_")),
-                           downstream=downstream, chart=not args.no_chart)
+                           downstream=downstream, chart=not args.no_chart, resume=not args.fresh)
     spec = load_task(args.task)
     out = Path(args.out or Path("comparison") / spec.name)
     options = human_options(args, config.rows(), out)

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.artifacts import Artifact
+from syntra_dspy.artifacts import Artifact, load_artifact
 from syntra_dspy.artifacts.manifest import Manifest
+from syntra_dspy.comparison.checkpoints import RowCheckpoints, fingerprint
 from syntra_dspy.comparison.heldout import HeldoutMaterial, annotation_items, check_apart, fresh_documents
 from syntra_dspy.comparison.ranking import REFERENCE, RankingRule, rank
 from syntra_dspy.comparison.report import shown_path
@@ -167,11 +168,24 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
                                              source="<task>" if isinstance(task, TaskSpec) else str(task))
     corpus = context.corpus
 
+    # What decides each row, so a rerun takes the rows an interrupted run finished (OUT/rows/)
+    common = fingerprint(spec, config.model_dump(mode="json", exclude={"chart", "resume", "downstream"}),
+                         roles.describe() if hasattr(roles, "describe") else type(roles).__name__,
+                         context.encoder.id, context.corpus.fingerprint)
+    marks = {label: RowCheckpoints(out, fingerprint(common, label, strategy, (strategy_options or {}).get(label)),
+                                   enabled=config.resume) for label, strategy in rows}
     compiled: list[Artifact] = []
     for label, strategy in rows:
+        done = marks[label].artifact(label)
+        if done is not None:
+            logger.info("compare %s: %s was compiled by an earlier run with the same inputs: %s", spec.name, label,
+                        done)
+            compiled.append(load_artifact(done))
+            continue
         logger.info("compare %s: compiling %s with strategy %s", spec.name, label, strategy)
         compiled.append(compiler.compile_task(spec, strategy=strategy, out=artifacts, settings=settings, lms=roles,
                                               context=context, optimizer_kwargs=(strategy_options or {}).get(label)))
+        marks[label].compiled(label, compiled[-1].path)
 
     seed = heldout.seed if heldout.seed is not None else settings.seed
     used = {d for a in compiled for d in a.meta.sample.documents}
@@ -192,9 +206,15 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
         description["excluded_queries"] = len({normalize_query(q) for q in calibrated})
         description["reference_ranking"] = reference_ranking(items, context.similarity, lexical)
     material = HeldoutMaterial(tuple(docs), items, description)
+    material_key = fingerprint(material.to_dict())
 
     results = []
     for (label, strategy), artifact in zip(rows, compiled):
+        earlier = marks[label].result(label, material_key)
+        if earlier is not None:
+            logger.info("compare %s: %s was scored by an earlier run on the same held-out material", spec.name, label)
+            results.append(StrategyResult(**earlier))
+            continue
         meter = UsageMeter()
         started = time.perf_counter()
         metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(
@@ -206,6 +226,7 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
                                       human_decisions=human_decisions(artifact.meta),
                                       kind=strategy if strategy != label else "",
                                       judge=judge_mode(artifact.program)))
+        marks[label].scored(label, artifact.path, material_key, results[-1].to_dict())
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream

@@ -124,6 +124,9 @@ class CompareConfig(SettingsModel):
     downstream: DownstreamOptions | None = Field(None, description=(
         "produce → train → eval per strategy (None: no downstream check)"))
     chart: bool = Field(True, description="draw comparison.png")
+    resume: bool = Field(True, strict=True, description=(
+        "take the rows an earlier run with the same inputs compiled or scored (recorded under OUT/rows/) instead "
+        "of redoing them; False: make every row again"))
 
     @field_validator("strategies", mode="before")
     @classmethod
