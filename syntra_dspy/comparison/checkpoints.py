@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +75,23 @@ class RowCheckpoints:
                        encoding="utf-8")
         tmp.replace(self._path(label))
 
+    def _shown(self, artifact: Path) -> str:
+        """The artifact's path relative to the comparison's folder (a copy of the folder elsewhere still finds
+        the artifacts beside it), or absolute when it lies on another drive."""
+        try:
+            return os.path.relpath(Path(artifact).resolve(), self.folder.parent.resolve())
+        except ValueError:
+            return str(Path(artifact).resolve())
+
     def artifact(self, label: str) -> Path | None:
         """The artifact this row compiled for these inputs, if it is still there."""
         path = self._read(label).get("artifact")
-        if path and Path(path).is_dir():
-            return Path(path)
+        if path and (self.folder.parent / path).is_dir():
+            return self.folder.parent / path
         return None
 
     def compiled(self, label: str, artifact: Path) -> None:
-        self._write(label, {"artifact": str(artifact)})
+        self._write(label, {"artifact": self._shown(artifact)})
 
     def result(self, label: str, material: str) -> dict[str, Any] | None:
         """The row's scored result, if it was scored on held-out material of fingerprint ``material``."""
@@ -92,4 +101,4 @@ class RowCheckpoints:
         return None
 
     def scored(self, label: str, artifact: Path, material: str, result: dict[str, Any]) -> None:
-        self._write(label, {"artifact": str(artifact), "material": material, "result": result})
+        self._write(label, {"artifact": self._shown(artifact), "material": material, "result": result})
