@@ -78,7 +78,8 @@ bench-cost-replay:
 		--out $(RESULTS)/cost_replay $(ARGS)
 
 # Production before/after a setting: the scripted server on loopback (a minute), or the embedded model on SciFact
-# (~35 min a side for 8 documents on 2 cores; the margin learns from STORE: gunzip -k benchmarks/runs/*.db.gz first).
+# (~25 min a side for 8 documents on 2 cores, held out from STORE, whose grades the margin learns from: gunzip -k
+# benchmarks/runs/*.db.gz first).
 bench-paired-produce:
 	$(BENCH).paired_produce --judge-feature hybrid --docs 16 --after judge_cascade=lossless \
 		--after judge_cascade=margin,cascade_grades=@before \
@@ -87,7 +88,8 @@ bench-paired-produce:
 
 bench-paired-produce-embedded:
 	$(BENCH).paired_produce --generator embedded --artifact $(ARTIFACT) --docs 8 --queries-per-doc 2 --top-k 8 \
-		--concurrency 1 --after judge_cascade=margin,cascade_grades=$(STORE) \
+		--concurrency 1 --corpus $(SCIFACT)/corpus.jsonl --exclude-store $(STORE) \
+		--after max_identifiers=6,judge_cascade=margin,cascade_grades=$(STORE) \
 		--out $(RESULTS)/paired_produce/scifact-embedded $(ARGS)
 
 bench-train-memory:
