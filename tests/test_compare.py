@@ -193,6 +193,11 @@ def test_an_interrupted_comparison_takes_the_rows_it_finished_and_redoes_only_wh
     assert brain.calls and [r.version for r in third.strategies] == [r.version for r in first.strategies]
     assert third.strategies[0].metrics == first.strategies[0].metrics
 
+    # a comparison of other rows takes the rows it shares (a row compiles alone); scores follow the material
+    roles, brain = scripted_roles()
+    fewer = compare_strategies(MINI_TASK, strategies="self-improve", lms=roles, settings=SETTINGS, **kwargs)
+    assert fewer.strategies[0].version == first.strategies[1].version
+
     # other settings, or --fresh: every row is compiled again
     roles, brain = scripted_roles()
     other = SETTINGS.model_copy(update={"max_attempts": 2})

@@ -168,8 +168,11 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
                                              source="<task>" if isinstance(task, TaskSpec) else str(task))
     corpus = context.corpus
 
-    # What decides each row, so a rerun takes the rows an interrupted run finished (OUT/rows/)
-    common = fingerprint(spec, config.model_dump(mode="json", exclude={"chart", "resume", "downstream"}),
+    # What decides each row, so a rerun takes the rows an interrupted run finished (OUT/rows/). Not the other rows:
+    # a row compiles alone, and its scores are keyed by the held-out material, which all the rows' compiles shape.
+    decisive = config.model_dump(mode="json", exclude={"strategies", "reference", "chart", "resume", "downstream",
+                                                       "index_dir"})
+    common = fingerprint(spec, decisive,
                          roles.describe() if hasattr(roles, "describe") else type(roles).__name__,
                          context.encoder.id, context.corpus.fingerprint)
     marks = {label: RowCheckpoints(out, fingerprint(common, label, strategy, (strategy_options or {}).get(label)),
