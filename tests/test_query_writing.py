@@ -558,3 +558,46 @@ def test_the_tally_names_the_check_that_rejected_each_first_answer():
     write(brain, instruction=STYLE_MARK, tally=tally)
     assert tally.checks[:2] == [(0, "write", "kept"), (1, "write", "copy")]
     assert tally.checks[2][1:] in {("rewrite", "kept"), ("code", "kept")}
+
+
+class CopiesWhatItSees(Recording):
+    """Copies the document's second sentence for blueprint 1 whenever it is shown that sentence, and its rewrites
+    copy it again (the 1.5B writer on held-out SciFact documents); otherwise writes as the scripted writer does."""
+
+    COPIED = ("Notch receptors expressed on hematopoietic stem cells interact with their ligands on bone marrow "
+              "stromal cells and control cell fate.")
+
+    def _route(self, system, inputs, outputs):
+        name, answer = super()._route(system, inputs, outputs)
+        if name == "write" and self.COPIED in inputs.get("document", ""):
+            for q in answer["queries"]:
+                if q["blueprint"] == 1:
+                    q["query"] = self.COPIED
+        return name, answer
+
+    @staticmethod
+    def rewrite(inputs):
+        return {"rewritten": CopiesWhatItSees.COPIED}
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_a_retry_after_a_copy_is_not_shown_the_sentence_copied(hide):
+    brain, tally = CopiesWhatItSees(), WriteTally()
+    with dspy.context(lm=scripted_lm(brain), adapter=dspy.JSONAdapter()):
+        if not hide:
+            with pytest.raises(QueriesIncomplete):  # three tries, the same copy each time: the blueprint is lost
+                program(STYLE_MARK).write_queries(DOC, BLUEPRINTS[:2], tally=tally)
+            return
+        queries = program(STYLE_MARK).write_queries(DOC, BLUEPRINTS[:2], tally=tally, hide_copied=True)
+    assert len(queries) == 2 and CopiesWhatItSees.COPIED not in queries
+    assert len(brain.asked) == 2  # one retry
+    assert [o for b, step, o in tally.checks if b == 1 and step == "write"] == ["copy", "kept"]
+
+
+def test_only_the_copied_sentences_are_hidden():
+    from syntra_dspy.programs.validation import without_copied_sentences
+
+    first, second = DOC.split(". ", 1)
+    assert without_copied_sentences(DOC, [CopiesWhatItSees.COPIED], 10) == first + "."
+    assert without_copied_sentences(DOC, ["Notch signalling in myeloma"], 10) == DOC  # nothing copied
+    assert without_copied_sentences(second, [second], 10) == second  # never the whole document

@@ -55,6 +55,7 @@ from syntra_dspy.programs.validation import (
     clean_features,
     query_problem,
     repair_kind,
+    without_copied_sentences,
     repair_note,
 )
 
@@ -281,7 +282,7 @@ class SynthesisProgram(dspy.Module):
 
     def write_queries(
         self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = (),
-        tally: WriteTally | None = None, rewrite: bool = True,
+        tally: WriteTally | None = None, rewrite: bool = True, hide_copied: bool = False,
     ) -> list[str]:
         """One query per blueprint, in the blueprints' order, each in the examples' form and unlike the others.
 
@@ -290,18 +291,21 @@ class SynthesisProgram(dspy.Module):
         every query text checked and those of another form or length than the examples. ``rewrite``: a query rejected
         for a problem one short call can fix (a question where the examples are claims, a copied passage) is
         rewritten and kept (production); compile trials turn it off, so an instruction is judged on what the writer
-        itself wrote."""
+        itself wrote. ``hide_copied``: a write call after an answer that copied the document shows the document
+        without the sentences copied (:func:`without_copied_sentences`); the copy check still reads all of it."""
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.query_language()
         form = self.query_form()
         kept: dict[int, str] = {}
         rule = self.query_rule()
+        copied: list[str] = []
 
         def call(note: str, config: dict) -> list[str]:
             numbers = [n for n in range(len(blueprints)) if n not in kept]
             asked = [blueprints[n] for n in numbers]
+            shown = without_copied_sentences(doc, copied, MAX_COPIED_WORDS) if hide_copied and copied else doc
             pred = self.write(
-                document=doc,
+                document=shown,
                 blueprints=ctx.blueprints_text(asked, numbers),
                 language=rule,
                 retry_note=note,
@@ -322,6 +326,7 @@ class SynthesisProgram(dspy.Module):
                     for slot, outcome in exc.outcomes.items():
                         tally.check(slot, "write", outcome)
                 kept.update(exc.kept)
+                copied.extend(query for slot, (query, _) in exc.repairs.items() if exc.outcomes.get(slot) == "copy")
                 for slot, (query, fix) in (exc.repairs.items() if rewrite else ()):
                     rewritten = self._rewrite(query, fix, lang=lang, document=doc, form=form,
                                               earlier=[*avoid, *kept.values()],
