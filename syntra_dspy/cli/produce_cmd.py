@@ -31,6 +31,7 @@ _SETTINGS = (
     ("--index-dir", "index_dir", {"type": Path}),
     ("--candidates", "candidates", {"choices": get_args(CandidateSource)}),
     ("--max-identifiers", "max_identifiers", {"type": positive_int, "metavar": "N"}),
+    ("--hide-copied", "hide_copied", {"action": "store_true"}),
     ("--judge-cascade", "judge_cascade", {"choices": CASCADE_MODES}),
     ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
     ("--cascade-grades", "cascade_grades", {"type": Path, "metavar": "RUN.db"}),

@@ -57,6 +57,9 @@ class ProduceConfig(SettingsModel):
     max_identifiers: int | None = Field(None, ge=1, strict=True, description=(
         "at most this many identifiers per document from the extract step, under a grammar (the embedded engine): "
         "fewer generated tokens; default: as many as the extractor lists"))
+    hide_copied: bool = Field(False, strict=True, description=(
+        "a write retry after a query that copied the document is shown the document without the sentences copied "
+        "(the copy check still reads all of it): the small writer copies what it is shown again"))
     # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
     judge_cascade: CascadeMode = Field("off", description=(
         "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "
@@ -147,3 +150,4 @@ class UnitSettings:
     chunk_size: int
     candidates: CandidateSource = "dense"
     max_identifiers: int | None = None  # extract at most this many identifiers (ProduceConfig.max_identifiers)
+    hide_copied: bool = False  # retries not shown the sentences a query copied (ProduceConfig.hide_copied)

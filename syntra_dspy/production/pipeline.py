@@ -287,7 +287,8 @@ class DocumentPipeline:
         at = list(positions) if positions is not None else list(range(len(blueprints)))
         tally = WriteTally()
         try:
-            written = dict(enumerate(self.program.write_queries(text, blueprints, avoid=avoid, tally=tally)))
+            written = dict(enumerate(self.program.write_queries(text, blueprints, avoid=avoid, tally=tally,
+                                                                hide_copied=self.settings.hide_copied)))
         except QueriesIncomplete as exc:
             missing = [at[n] for n in range(len(blueprints)) if n not in exc.kept]
             result.failures.append(Failure(stage="write", kind="output", error=str(exc),

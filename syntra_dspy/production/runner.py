@@ -243,7 +243,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
                 "docs": "all" if target is None else target, "retry_failed": config.retry_failed,
                 "retry_temperature": config.retry_temperature,
                 # what the generator may answer, per session: a resumed run may change them
-                "max_identifiers": inputs.settings.max_identifiers,
+                "max_identifiers": inputs.settings.max_identifiers, "hide_copied": inputs.settings.hide_copied,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
                 **({"ray": ray.describe()} if ray is not None else {})})
             logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),
