@@ -111,23 +111,26 @@ def generator_for(name: str, latency: float, artifact: Path) -> Iterator[Any]:
         server.wait(timeout=10)
 
 
-def held_out_corpus(corpus: Path, store: Path, work: Path) -> Path:
-    """A copy of the JSONL ``corpus`` without the documents ``store`` plans (gzipped or not), under ``work``."""
+def held_out_corpus(corpus: Path, store: Path | None, work: Path, listed: set[str] = frozenset()) -> Path:
+    """A copy of the JSONL ``corpus`` under ``work`` without the documents ``store`` plans (gzipped or not) and
+    those ``listed``."""
     import gzip
     import shutil
 
-    db = store
-    if store.suffix == ".gz":
-        db = work / store.stem
-        with gzip.open(store, "rb") as src, db.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        planned = {doc_id for (doc_id,) in conn.execute("SELECT doc_id FROM documents")}
-    out = work / f"corpus-without-{store.name.split('.')[0]}.jsonl"
+    planned: set[str] = set(listed)
+    if store is not None:
+        db = store
+        if store.suffix == ".gz":
+            db = work / store.stem
+            with gzip.open(store, "rb") as src, db.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            planned |= {doc_id for (doc_id,) in conn.execute("SELECT doc_id FROM documents")}
+    out = work / "held-out-corpus.jsonl"
     kept = [line for line in corpus.read_text(encoding="utf-8").splitlines()
             if line.strip() and str(json.loads(line)["_id"]) not in planned]
     out.write_text("\n".join(kept) + "\n", encoding="utf-8")
-    print(f"held-out corpus: {len(kept)} documents ({len(planned)} planned by {store.name} left out)", flush=True)
+    print(f"held-out corpus: {len(kept)} documents ({len(planned)} left out)", flush=True)
     return out
 
 
@@ -251,6 +254,9 @@ def main() -> int:
     ap.add_argument("--exclude-store", type=Path, metavar="RUN.db[.gz]", help=(
         "leave out of the corpus every document this run store plans, so the paired runs' documents are held out "
         "from the store a setting was designed on (a filtered copy of --corpus is written under --work)"))
+    ap.add_argument("--exclude-docs", type=Path, action="append", default=[], metavar="FILE", help=(
+        "also leave out the documents listed in FILE (one id a line), e.g. an earlier paired run's documents.txt, "
+        "when a lever was designed on them (repeatable; needs --corpus)"))
     ap.add_argument("--before", default="", metavar="SETTING=VALUE[,...]", help="the first run's settings")
     ap.add_argument("--after", action="append", default=[], metavar="SETTING=VALUE[,...]",
                     help="another run's settings (repeat for more runs)")
@@ -270,10 +276,12 @@ def main() -> int:
         common: dict[str, Any] = {"docs": args.docs, "queries_per_doc": args.queries_per_doc, "top_k": args.top_k,
                                   **({"concurrency": args.concurrency} if args.concurrency else {}),
                                   **({"index_dir": index} if index else {})}
-        if args.exclude_store is not None:
+        if args.exclude_store is not None or args.exclude_docs:
             if args.corpus is None:
-                ap.error("--exclude-store needs --corpus")
-            common["corpus"] = held_out_corpus(args.corpus, args.exclude_store, work)
+                ap.error("--exclude-store and --exclude-docs need --corpus")
+            listed = {line.strip() for f in args.exclude_docs for line in f.read_text(encoding="utf-8").splitlines()
+                      if line.strip()}
+            common["corpus"] = held_out_corpus(args.corpus, args.exclude_store, work, listed)
         elif args.corpus is not None:
             common["corpus"] = args.corpus
         rows: list[dict[str, Any]] = []
