@@ -134,23 +134,25 @@ def held_out_corpus(corpus: Path, store: Path | None, work: Path, listed: set[st
     return out
 
 
-def run_side(label: str, settings: dict[str, Any], artifact: Path, work: Path, generator: Any,
+def run_side(side: int, label: str, settings: dict[str, Any], artifact: Path, work: Path, generator: Any,
              common: dict[str, Any]) -> dict[str, Any]:
-    """One production run into a fresh store, exported: its counts and costs."""
+    """One production run into its store under ``work``, exported: its counts and costs. The store is named by the
+    side's place, so the same command with the same ``--work`` resumes an interrupted side (its finished documents
+    are kept) and counts the LM time of every session."""
     from syntra_dspy.production import compute_stats, export_records, produce
     from syntra_dspy.production.store import RunStore
 
-    stem = f"{len(list(work.glob('*.db')))}-{label.replace(' ', '_').replace('=', '-').replace(',', '_')[:60]}"
+    stem = f"{side}-{label.replace(' ', '_').replace('=', '-').replace(',', '_')[:60]}"
     store = work / f"{stem}.db"
     wall = time.perf_counter()
     summary = produce(artifact, store, generator=generator, progress=False, **common, **settings)
     wall = time.perf_counter() - wall
     out = work / f"{stem}.jsonl"
-    exported = export_records(store, out)
-    usage = summary.usage
-    seconds = sum(u["seconds"] for u in usage.values())
+    exported = export_records(store, out, overwrite=True)
     with RunStore.open(store, readonly=True) as run:
         calls = run.judge_skips()
+        usage = run.usage()  # every session's, an interrupted side's earlier ones included
+    seconds = sum(u["seconds"] for u in usage.values())
     records = exported.records
     per = (lambda v: v / records) if records else (lambda v: None)
     stats = compute_stats(store)
@@ -159,7 +161,8 @@ def run_side(label: str, settings: dict[str, Any], artifact: Path, work: Path, g
         "documents": summary.documents["done"] + summary.documents["partial"], "queries": stats["queries"],
         "records": records, "lm_seconds": seconds, "wall_seconds": wall,
         "records_per_lm_hour": records / (seconds / 3600) if seconds else None,
-        "calls": summary.calls, "calls_per_record": per(summary.calls),
+        "calls": sum(u["calls"] for u in usage.values()),
+        "calls_per_record": per(sum(u["calls"] for u in usage.values())),
         "prompt_tokens_per_record": per(sum(u["prompt_tokens"] for u in usage.values())),
         "generated_tokens_per_record": per(sum(u["completion_tokens"] for u in usage.values())),
         "by_step": {stage: {k: u[k] for k in ("calls", "prompt_tokens", "completion_tokens", "seconds")}
@@ -260,7 +263,10 @@ def main() -> int:
     ap.add_argument("--before", default="", metavar="SETTING=VALUE[,...]", help="the first run's settings")
     ap.add_argument("--after", action="append", default=[], metavar="SETTING=VALUE[,...]",
                     help="another run's settings (repeat for more runs)")
-    ap.add_argument("--work", type=Path, help="where the stores and exports go (default: a new temporary folder)")
+    ap.add_argument("--work", type=Path, help=(
+        "where the stores and exports go (default: a new temporary folder); run the same command with the same "
+        "--work and --artifact to resume an interrupted run (the scripted mini task is compiled anew each time, so "
+        "its stores cannot be resumed)"))
     ap.add_argument("--out", type=Path, default=RESULTS / "paired_produce")
     ap.add_argument("--no-write", action="store_true", help="print the table instead of writing --out")
     args = ap.parse_args()
@@ -285,11 +291,11 @@ def main() -> int:
         elif args.corpus is not None:
             common["corpus"] = args.corpus
         rows: list[dict[str, Any]] = []
-        for label, settings in sides:
+        for side, (label, settings) in enumerate(sides, start=1):
             if settings.get("cascade_grades") == "@before":  # a margin learned from the first run's grades
                 settings = {**settings, "cascade_grades": Path(rows[0]["store"])}
             with generator_for(args.generator, args.latency, Path(artifact)) as generator:
-                rows.append(run_side(label, settings, artifact, work, generator, common))
+                rows.append(run_side(side, label, settings, artifact, work, generator, common))
             if len(rows) > 1:
                 rows[-1]["compare"] = compare(rows[0], rows[-1])
             print(f"{label}: {rows[-1]['records']} records, {rows[-1]['calls']} calls", flush=True)
