@@ -230,8 +230,10 @@ class SynthesisProgram(dspy.Module):
                     attributes = attributes[:-1]
                 elif identifiers:
                     identifiers = identifiers[:-1]
-            return clean_features(identifiers[:max_identifiers] if max_identifiers else identifiers, attributes,
-                                  query_language=self.query_language())
+            features = clean_features(identifiers, attributes, query_language=self.query_language())
+            if max_identifiers and len(features.identifiers) > max_identifiers:  # a route that sent no bound
+                features = Features(features.identifiers[:max_identifiers], features.attributes)
+            return features
 
         return self._retrying("extract", call)
 
