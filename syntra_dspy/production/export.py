@@ -670,7 +670,7 @@ def _writing_line(checks: dict[str, Any]) -> str:
     rewrites = steps.get("rewrite", {})
     return (f"writing    {100 * first.get('kept', 0) / total:.0f}% of first answers kept"
             + (f" (rejected: {failed})" if failed else "")
-            + f"; {code} fixed in code, {sum(rewrites.values())} rewrite calls ({rewrites.get('kept', 0)} kept)")
+            + f"; {code} fixed in code, {checks['rewrite_calls']} rewrite calls ({rewrites.get('kept', 0)} kept)")
 
 
 def _cascade_line(calls: dict[str, Any], cascade: dict[str, Any]) -> str:

@@ -550,7 +550,7 @@ class RunStore:
 
     def write_checks(self) -> dict[str, Any]:
         """What the write step's answers came to: by step and outcome, how the first answer for each query position
-        fared, and the calls per kept query (empty for a store written before they were recorded)."""
+        fared, and the rewrite calls made (empty for a store written before they were recorded)."""
         if not self.has_table("write_checks") or not self.scalar("SELECT count(*) FROM write_checks"):
             return {}
         by_step: dict[str, dict[str, int]] = {}
@@ -561,7 +561,7 @@ class RunStore:
             "SELECT outcome, count(*) FROM write_checks w WHERE id = (SELECT min(id) FROM write_checks "
             "WHERE doc_id = w.doc_id AND position = w.position) GROUP BY outcome ORDER BY outcome"))
         return {"by_step": by_step, "first_answer": first,
-                "rewrite_calls": sum(n for k, n in by_step.get("rewrite", {}).items())}
+                "rewrite_calls": sum(by_step.get("rewrite", {}).values())}
 
     def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}

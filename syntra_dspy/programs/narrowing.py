@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, get_args
 
 import dspy
 import pydantic
 
 from syntra_dspy.programs.validation import Features
+from syntra_dspy.signatures.types import Identifier
 
 
 def _enum(values: list[str]) -> dict[str, Any]:
@@ -59,7 +60,8 @@ def identifier_list_schema(limit: int) -> dict[str, Any]:
 
     Why: the embedded extractor lists ~9 identifiers a document (up to 25 in the SciFact store), ~310 generated
     tokens a call, while a document yields a few queries; the planner needs only as many identifiers as queries."""
-    return {"type": "array", "items": _closed({"kind": _enum(["entity", "relationship"]), "text": {"type": "string"}}),
+    kinds = list(get_args(Identifier.model_fields["kind"].annotation))
+    return {"type": "array", "items": _closed({"kind": _enum(kinds), "text": {"type": "string"}}),
             "minItems": 1, "maxItems": limit}
 
 

@@ -407,7 +407,6 @@ def check_queries(
     off_form = 0
     for slot in (n for n in numbers if n in offers):
         first_problem = None
-        outcomes[slot] = "kept"
         for item in offers[slot]:
             problem = query_problem(item.query, language=language, document=document,
                                      max_copied_words=max_copied_words, form=form, earlier=earlier,
