@@ -24,6 +24,7 @@ artifacts); it replaces the folder's earlier report.
 
     make bench-compare-scifact ARGS=--dry-run      # the LM work and hours it needs, nothing run
     make bench-compare-scifact                     # the comparison (hours with the embedded model on a CPU)
+    make bench-compare-scifact ARGS="--strategies gepa --compile-only"   # one row compiled in a sitting, kept
     make bench-compare-scifact ARGS="--generator hosted_vllm/Qwen/Qwen2.5-7B-Instruct@http://localhost:8000/v1 \\
         --verifier ... --refiner ..."              # the same on a served model
 """
@@ -85,6 +86,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fresh", action="store_true", help=(
         "make every row again; by default a rerun takes the rows an interrupted run with the same inputs finished "
         "(OUT/rows/: each row's artifact once compiled, its scores once scored)"))
+    p.add_argument("--compile-only", action="store_true", help=(
+        "compile the rows (recorded under OUT/rows/) and stop before scoring; the report is written by a later run "
+        "without it, once every row is compiled"))
     return p.parse_args(argv)
 
 
@@ -116,7 +120,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, Any]]]:
                                  calibration_queries=args.calibration_queries),
         heldout=HeldoutOptions(docs=args.heldout_docs, qrels=qrels, max_queries=args.heldout_max_queries,
                                unjudged_k=args.unjudged_k, random_negatives=args.random_negatives),
-        downstream=downstream, resume=not args.fresh)
+        downstream=downstream, resume=not args.fresh, compile_only=args.compile_only)
     return config, options
 
 
@@ -191,6 +195,11 @@ def main(argv: list[str] | None = None, *, lms: Any = None) -> int:
     started = time.perf_counter()
     result = compare_strategies(args.task, config, out=args.out, artifacts=args.out / "artifacts", lms=lms,
                                 strategy_options=options)
+    if args.compile_only:
+        from syntra_dspy.cli.compare_cmd import compiled_lines
+
+        print(compiled_lines(result))
+        return 0
     if result.heldout.get("queries", 0) < args.min_heldout_queries:
         print(f"error: only {result.heldout.get('queries', 0)} held-out claims could be scored, fewer than "
               f"--min-heldout-queries {args.min_heldout_queries}; the report in {args.out} is not an answer",

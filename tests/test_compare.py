@@ -208,6 +208,35 @@ def test_an_interrupted_comparison_takes_the_rows_it_finished_and_redoes_only_wh
     assert compiled_again > 0 and brain.calls.get("extract", 0) > 0
 
 
+def test_a_comparison_compiled_in_parts_is_scored_once_without_compiling_again(tmp_path, fast_encoder):  # noqa: F811
+    """--compile-only makes one row per sitting and scores nothing (the held-out material depends on every row's
+    compile); the full run then compiles nothing and scores the same as one made in a single sitting."""
+    kwargs = {"out": tmp_path / "out", "index_dir": tmp_path / "index", "heldout": HeldoutOptions(docs=3),
+              "chart": False}
+    roles, brain = scripted_roles()
+    part = compare_strategies(MINI_TASK, strategies="none", compile_only=True, lms=roles, settings=SETTINGS, **kwargs)
+    assert [r.strategy for r in part.strategies] == ["none"] and part.strategies[0].metrics == {}
+    assert part.strategies[0].compile_cost["calls"] > 0 and not part.outputs
+    assert not (tmp_path / "out" / "comparison.json").exists()
+    assert sorted(json.loads((tmp_path / "out" / "rows" / "none.json").read_text())) == ["artifact", "key"]
+    roles, brain = scripted_roles()
+    second = compare_strategies(MINI_TASK, strategies="self-improve", compile_only=True, lms=roles,
+                                settings=SETTINGS, **kwargs)
+    assert brain.calls  # the second row is compiled in its own sitting
+    compiled = sorted((tmp_path / "out" / "artifacts").glob("*/*"))
+
+    roles, brain = scripted_roles()
+    whole = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=SETTINGS, **kwargs)
+    assert brain.calls.get("propose_instruction", 0) == 0  # no compile: only the held-out scoring's calls
+    assert sorted((tmp_path / "out" / "artifacts").glob("*/*")) == compiled
+    assert [r.version for r in whole.strategies] == [part.strategies[0].version, second.strategies[0].version]
+    assert all(r.metrics for r in whole.strategies) and (tmp_path / "out" / "comparison.json").is_file()
+    roles, brain = scripted_roles()
+    once = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=SETTINGS,
+                              **{**kwargs, "out": tmp_path / "once"})
+    assert [r.metrics for r in once.strategies] == [r.metrics for r in whole.strategies]
+
+
 # -- the command line ----------------------------------------------------------------------------------------
 def test_cli_compare_prints_the_table_and_writes_reports(tmp_path, monkeypatch, capsys, fast_encoder):  # noqa: F811
     from syntra_dspy.cli import main
@@ -223,6 +252,21 @@ def test_cli_compare_prints_the_table_and_writes_reports(tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     assert code == 0 and "# Strategy comparison: mini" in out and "| 1 | self-improve |" in out
     assert (tmp_path / "out" / "comparison.json").is_file() and (tmp_path / "artifacts" / "mini").is_dir()
+
+
+def test_cli_compare_compile_only_says_what_it_compiled_and_writes_no_report(tmp_path, monkeypatch, capsys,
+                                                                          fast_encoder):  # noqa: F811
+    from syntra_dspy.cli import main
+    from syntra_dspy.lm.roles import LMRoles
+
+    roles, _ = scripted_roles()
+    monkeypatch.setattr(LMRoles, "from_spec", classmethod(lambda cls, *a, **k: roles))
+    code = main(["compare", str(MINI_TASK), "--strategies", "none", "--out", str(tmp_path / "out"),
+                 "--artifacts", str(tmp_path / "artifacts"), "--index-dir", str(tmp_path / "index"),
+                 "--sample-docs", "3", "--selection-target", "20", "--compile-only", "--no-chart"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("none: ") and "not scored yet: run again without --compile-only" in out
+    assert not (tmp_path / "out" / "comparison.json").exists() and (tmp_path / "out" / "rows" / "none.json").is_file()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from syntra_dspy.cli._args import CommaChoices, positive_int, rename
 from syntra_dspy.cli._settings import add_settings, given_settings
@@ -84,12 +85,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="compile and score every row again, even those an earlier run with the same inputs finished "
                         "(by default they are taken from OUT/rows/)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile the rows (recorded under OUT/rows/) and stop before any held-out scoring; run again "
+                        "without it once every row is compiled (a long comparison made in parts)")
     p.add_argument("--json", action="store_true", help="print the comparison (or the --dry-run plan) as JSON")
     p.add_argument("--dry-run", action="store_true",
                    help="print the planned LM calls, prompt and generated tokens and the expected time of every "
                         "row's compile, held-out scoring and (--downstream) production, then stop before any LM call")
     add_compile_flags(p)
     p.set_defaults(func=run)
+
+
+def compiled_lines(result: Any, as_json: bool = False) -> str:
+    """What a ``--compile-only`` run made: each row's artifact and compile cost."""
+    import json
+
+    rows = {r.strategy: {"artifact": r.artifact, "compile_cost": r.compile_cost} for r in result.strategies}
+    if as_json:
+        return json.dumps(rows, indent=2)
+    return "\n".join(f"{label}: {row['artifact']} ({row['compile_cost']['calls']} LM calls, "
+                     f"{row['compile_cost']['minutes']} min); not scored yet: run again without --compile-only"
+                     for label, row in rows.items())
 
 
 def beir_spec(qrels: str | None) -> str | None:
@@ -125,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     config = CompareConfig(**given_settings(args, _COMPARE), settings=settings_from_args(args),
                            lm_overrides=lm_overrides(args), lm_timeout=lm_timeout(args), index_dir=args.index_dir,
                            heldout=HeldoutOptions(**given_settings(args, _HELDOUT, prefix="heldout_")),
-                           downstream=downstream, chart=not args.no_chart, resume=not args.fresh)
+                           downstream=downstream, chart=not args.no_chart, resume=not args.fresh,
+                           compile_only=args.compile_only)
     spec = load_task(args.task)
     out = Path(args.out or Path("comparison") / spec.name)
     options = human_options(args, config.rows(), out)
@@ -142,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     result = compare_strategies(spec, config, out=out, artifacts=args.artifacts, encoder=args.encoder,
                                 strategy_options=options)
+    if args.compile_only:
+        print(compiled_lines(result, args.json))
+        return 0
     if args.json:
         print(Path(result.outputs["json"]).read_text(encoding="utf-8").rstrip())
         return 0

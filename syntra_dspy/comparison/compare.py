@@ -104,6 +104,16 @@ def headline(r: StrategyResult) -> dict[str, Any]:
             **({"downstream": r.downstream} if r.downstream else {})}
 
 
+def _row(label: str, strategy: str, artifact: Artifact, metrics: dict[str, Any] | None = None,
+         scoring_cost: dict[str, Any] | None = None) -> StrategyResult:
+    """One row's result: its artifact and compile cost, and once scored its held-out metrics and their cost."""
+    return StrategyResult(label, shown_path(artifact.path), artifact.version, artifact.checksum,
+                          compile_cost(artifact.meta), metrics or {}, scoring_cost or {},
+                          program_id=artifact.program_id,
+                          human_decisions=human_decisions(artifact.meta),
+                          kind=strategy if strategy != label else "", judge=judge_mode(artifact.program))
+
+
 def compile_cost(meta: Manifest) -> dict[str, Any]:
     """LLM calls, tokens and wall time this compile spent, summed over its stages."""
     total = {k: sum(getattr(stage, k) for stage in meta.usage.values())
@@ -171,7 +181,7 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
     # What decides each row, so a rerun takes the rows an interrupted run finished (OUT/rows/). Not the other rows:
     # a row compiles alone, and its scores are keyed by the held-out material, which all the rows' compiles shape.
     decisive = config.model_dump(mode="json", exclude={"strategies", "reference", "chart", "resume", "downstream",
-                                                       "index_dir"})
+                                                       "index_dir", "compile_only"})
     common = fingerprint(spec, decisive,
                          roles.describe() if hasattr(roles, "describe") else type(roles).__name__,
                          context.encoder.id, context.corpus.fingerprint)
@@ -189,6 +199,10 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
         compiled.append(compiler.compile_task(spec, strategy=strategy, out=artifacts, settings=settings, lms=roles,
                                               context=context, optimizer_kwargs=(strategy_options or {}).get(label)))
         marks[label].compiled(label, compiled[-1].path)
+    if config.compile_only:  # scored later, once every row is compiled: the held-out material depends on them all
+        return ComparisonResult(spec.name, [_row(label, strategy, artifact)
+                                            for (label, strategy), artifact in zip(rows, compiled)],
+                                {}, {"strategies": list(config.strategies), "compile_only": True}, reference=reference)
 
     seed = heldout.seed if heldout.seed is not None else settings.seed
     used = {d for a in compiled for d in a.meta.sample.documents}
@@ -224,11 +238,7 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
             artifact, material, corpus, similarity=context.similarity, lexical=lexical)
         cost = meter.total()
         cost["seconds_wall"] = round(time.perf_counter() - started, 3)
-        results.append(StrategyResult(label, shown_path(artifact.path), artifact.version, artifact.checksum,
-                                      compile_cost(artifact.meta), metrics, cost, program_id=artifact.program_id,
-                                      human_decisions=human_decisions(artifact.meta),
-                                      kind=strategy if strategy != label else "",
-                                      judge=judge_mode(artifact.program)))
+        results.append(_row(label, strategy, artifact, metrics, cost))
         marks[label].scored(label, artifact.path, material_key, results[-1].to_dict())
     baseline = None
     if downstream is not None:

@@ -127,6 +127,9 @@ class CompareConfig(SettingsModel):
     resume: bool = Field(True, strict=True, description=(
         "take the rows an earlier run with the same inputs compiled or scored (recorded under OUT/rows/) instead "
         "of redoing them; False: make every row again"))
+    compile_only: bool = Field(False, strict=True, description=(
+        "compile the rows (recorded under OUT/rows/) and stop before the held-out material is drawn: a long "
+        "comparison made in parts, its scoring run once every row is compiled"))
 
     @field_validator("strategies", mode="before")
     @classmethod
