@@ -134,31 +134,54 @@ def held_out_corpus(corpus: Path, store: Path | None, work: Path, listed: set[st
     return out
 
 
+def _stem(side: int, label: str) -> str:
+    return f"{side}-{label.replace(' ', '_').replace('=', '-').replace(',', '_')[:60]}"
+
+
 def run_side(side: int, label: str, settings: dict[str, Any], artifact: Path, work: Path, generator: Any,
              common: dict[str, Any]) -> dict[str, Any]:
     """One production run into its store under ``work``, exported: its counts and costs. The store is named by the
     side's place, so the same command with the same ``--work`` resumes an interrupted side (its finished documents
     are kept) and counts the LM time of every session."""
-    from syntra_dspy.production import compute_stats, export_records, produce
-    from syntra_dspy.production.store import RunStore
+    from syntra_dspy.production import produce
 
-    stem = f"{side}-{label.replace(' ', '_').replace('=', '-').replace(',', '_')[:60]}"
-    store = work / f"{stem}.db"
+    store = work / f"{_stem(side, label)}.db"
     wall = time.perf_counter()
     summary = produce(artifact, store, generator=generator, progress=False, **common, **settings)
-    wall = time.perf_counter() - wall
-    out = work / f"{stem}.jsonl"
+    return side_row(label, settings, store, wall=time.perf_counter() - wall,
+                    documents=summary.documents["done"] + summary.documents["partial"])
+
+
+def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float | None = None,
+             documents: int | None = None) -> dict[str, Any]:
+    """A side's figures, all read from its run store (exported again with the default options): what the report
+    says of it, so a report can be made again from the stores alone (``--report-only``)."""
+    from syntra_dspy.production import compute_stats, export_records
+    from syntra_dspy.production.store import RunStore
+
+    out = store.with_suffix(".jsonl")
     exported = export_records(store, out, overwrite=True)
     with RunStore.open(store, readonly=True) as run:
         calls = run.judge_skips()
         usage = run.usage()  # every session's, an interrupted side's earlier ones included
+        checks = run.write_checks()
+        per_document = {doc: {"status": status, "seconds": seconds, "queries": n}
+                        for doc, status, seconds, n in run.rows(
+                            "SELECT doc_id, status, seconds, n_queries FROM documents WHERE status != 'pending' "
+                            "ORDER BY position")}
+    for row in (json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()):
+        doc = row.get("source_doc_id")
+        if doc in per_document:
+            per_document[doc]["records"] = per_document[doc].get("records", 0) + 1
     seconds = sum(u["seconds"] for u in usage.values())
     records = exported.records
     per = (lambda v: v / records) if records else (lambda v: None)
     stats = compute_stats(store)
+    if documents is None:
+        documents = sum(d["status"] in ("done", "partial") for d in per_document.values())
     return {
         "label": label, "settings": settings, "store": str(store), "export": str(out),
-        "documents": summary.documents["done"] + summary.documents["partial"], "queries": stats["queries"],
+        "documents": documents, "queries": stats["queries"],
         "records": records, "lm_seconds": seconds, "wall_seconds": wall,
         "records_per_lm_hour": records / (seconds / 3600) if seconds else None,
         "calls": sum(u["calls"] for u in usage.values()),
@@ -168,7 +191,40 @@ def run_side(side: int, label: str, settings: dict[str, Any], artifact: Path, wo
         "by_step": {stage: {k: u[k] for k in ("calls", "prompt_tokens", "completion_tokens", "seconds")}
                     for stage, u in usage.items()},
         "grading_calls": calls, "judge": stats["quality"]["judge"].get("cascade"),
+        "writing": checks, "per_document": per_document,
     }
+
+
+def paired_documents(before: dict[str, Any], after: dict[str, Any], *, resamples: int = 2000,
+                     seed: int = 0) -> dict[str, Any]:
+    """Per-document wall seconds (the store's, LM time at concurrency 1) after/before over the documents both sides finished: the ratio of the sums, its
+    bootstrap 95% interval over documents, and a Wilcoxon signed-rank test of the per-document differences (a
+    document is the unit that was drawn; one side's total alone hides how much one document moves it)."""
+    import numpy as np
+
+    a, b = before.get("per_document") or {}, after.get("per_document") or {}
+    docs = [d for d in a if d in b and a[d]["seconds"] is not None and b[d]["seconds"] is not None]
+    if len(docs) < 2:
+        return {"documents": len(docs)}
+    x = np.array([a[d]["seconds"] for d in docs], dtype=float)
+    y = np.array([b[d]["seconds"] for d in docs], dtype=float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(docs), size=(resamples, len(docs)))
+    ratios = y[picks].sum(axis=1) / x[picks].sum(axis=1)
+    out: dict[str, Any] = {
+        "documents": len(docs), "seconds_before": float(x.sum()), "seconds_after": float(y.sum()),
+        "ratio": float(y.sum() / x.sum()), "ratio_ci95": [float(np.quantile(ratios, 0.025)),
+                                                          float(np.quantile(ratios, 0.975))],
+        "records_before": sum(a[d].get("records", 0) for d in docs),
+        "records_after": sum(b[d].get("records", 0) for d in docs),
+    }
+    try:
+        from scipy.stats import wilcoxon
+
+        out["wilcoxon_p"] = float(wilcoxon(y, x).pvalue) if np.any(y != x) else 1.0
+    except ImportError:  # scipy is optional here: the interval still says it
+        out["wilcoxon_p"] = None
+    return out
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +255,7 @@ def _shown_args() -> str:
         arg = args.pop(0)
         if arg in ("--work", "--out"):
             args = args[1:]
-        elif not arg.startswith(("--work=", "--out=")):
+        elif not arg.startswith(("--work=", "--out=")) and arg not in ("--report-only", "--no-write"):
             shown.append(arg)
     return " ".join(shown)
 
@@ -219,7 +275,8 @@ def report(args: argparse.Namespace, artifact: Path, rows: list[dict[str, Any]])
         (f"Generated {time.strftime('%Y-%m-%d')} by `python -m benchmarks.paired_produce {_shown_args()}` (artifact `{artifact.parent.name}/{artifact.name}`, generator "
         f"`{args.generator}`{f' at {args.latency} s a call' if args.generator == 'scripted' else ''}, "
         f"{args.docs} documents, {args.queries_per_doc} queries each, top {args.top_k}, concurrency "
-        f"{args.concurrency or 'default'}). LM time: the run store's `usage` seconds. Ratios against the first row."),
+        f"{args.concurrency or 'default'}). LM time: the run store's `usage` seconds. Ratios against the first row."
+         + (" This report was made again from the run's stores (`--report-only`)." if args.report_only else "")),
         "", ("| run | records | LM h | records/LM-hour | ratio | LM calls | calls/record | prompt tokens/record | "
              "ratio | generated tokens/record | grading calls skipped | labels changed | records |"),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -237,6 +294,41 @@ def report(args: argparse.Namespace, artifact: Path, rows: list[dict[str, Any]])
             f"| {row['calls']} | {_f(row['calls_per_record'])} | {_f(tokens, ',.0f')} | {_f(tratio, '.2f')} | "
             f"{_f(row['generated_tokens_per_record'], ',.0f')} | {g['skipped']} of {g['skipped'] + g['graded']} | "
             f"{_changed(cmp)} | {same} |")
+    for row in rows[1:]:
+        lines += ["", *_paired_lines(base, row)]
+    return lines
+
+
+def _paired_lines(base: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """One side against the first: per document (the unit drawn) and per step, and how the write step's first
+    answers fared on each side."""
+    lines = [f"**{row['label']}** against the first row:", ""]
+    paired = row.get("paired") or {}
+    if paired.get("documents", 0) >= 2:
+        p = paired.get("wilcoxon_p")
+        lines += [f"- per document, wall seconds after/before: {paired['ratio']:.2f} (sum {paired['seconds_before']:,.0f}"
+                  f" -> {paired['seconds_after']:,.0f} s over the {paired['documents']} documents both finished; "
+                  f"bootstrap 95% interval over documents [{paired['ratio_ci95'][0]:.2f}, "
+                  f"{paired['ratio_ci95'][1]:.2f}]; Wilcoxon signed-rank p {_f(p, '.3f')}); records on them "
+                  f"{paired['records_before']} -> {paired['records_after']}"]
+    for side in (base, row):
+        checks = side.get("writing") or {}
+        first = checks.get("first_answer") or {}
+        if first:
+            total = sum(first.values())
+            rejected = ", ".join(f"{k} {n}" for k, n in sorted(first.items(), key=lambda kv: -kv[1]) if k != "kept")
+            lines.append(f"- write step, {side['label']}: {first.get('kept', 0)} of {total} first answers kept"
+                         + (f" (rejected: {rejected})" if rejected else "")
+                         + f"; {checks.get('rewrite_calls', 0)} rewrite calls")
+    lines += ["", "| step | calls | LM seconds | ratio | prompt tokens | generated tokens |", "|---|---:|---:|---:|---:|---:|"]
+    before, after = base.get("by_step") or {}, row.get("by_step") or {}
+    for stage in sorted(set(before) | set(after), key=lambda st: -(before.get(st) or {}).get("seconds", 0)):
+        a, b = before.get(stage) or {}, after.get(stage) or {}
+        sa, sb = a.get("seconds", 0), b.get("seconds", 0)
+        lines.append(f"| {stage} | {a.get('calls', 0)} -> {b.get('calls', 0)} | {sa:,.0f} -> {sb:,.0f} | "
+                     f"{_f(sb / sa if sa else None, '.2f')} | {a.get('prompt_tokens', 0):,} -> "
+                     f"{b.get('prompt_tokens', 0):,} | {a.get('completion_tokens', 0):,} -> "
+                     f"{b.get('completion_tokens', 0):,} |")
     return lines
 
 
@@ -269,6 +361,8 @@ def main() -> int:
         "its stores cannot be resumed)"))
     ap.add_argument("--out", type=Path, default=RESULTS / "paired_produce")
     ap.add_argument("--no-write", action="store_true", help="print the table instead of writing --out")
+    ap.add_argument("--report-only", action="store_true", help=(
+        "make the report again from the stores an earlier run of the same command left under --work (no LM call)"))
     args = ap.parse_args()
     if not args.after:
         ap.error("give at least one --after SETTING=VALUE")
@@ -277,6 +371,8 @@ def main() -> int:
     with ExitStack() as stack:
         work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="syntra-paired-")))
         work.mkdir(parents=True, exist_ok=True)
+        if args.report_only and (args.work is None or args.artifact is None):
+            ap.error("--report-only needs the --work and --artifact of the run that made the stores")
         artifact = args.artifact or compile_mini(work / "mini", args.judge_feature)
         index = args.index_dir or (work / "mini" / "index" if args.artifact is None else None)
         common: dict[str, Any] = {"docs": args.docs, "queries_per_doc": args.queries_per_doc, "top_k": args.top_k,
@@ -294,10 +390,17 @@ def main() -> int:
         for side, (label, settings) in enumerate(sides, start=1):
             if settings.get("cascade_grades") == "@before":  # a margin learned from the first run's grades
                 settings = {**settings, "cascade_grades": Path(rows[0]["store"])}
-            with generator_for(args.generator, args.latency, Path(artifact)) as generator:
-                rows.append(run_side(side, label, settings, artifact, work, generator, common))
+            if args.report_only:
+                store = work / f"{_stem(side, label)}.db"
+                if not store.is_file():
+                    ap.error(f"--report-only: {store} is not there; give the --work of the run that made it")
+                rows.append(side_row(label, settings, store))
+            else:
+                with generator_for(args.generator, args.latency, Path(artifact)) as generator:
+                    rows.append(run_side(side, label, settings, artifact, work, generator, common))
             if len(rows) > 1:
                 rows[-1]["compare"] = compare(rows[0], rows[-1])
+                rows[-1]["paired"] = paired_documents(rows[0], rows[-1])
             print(f"{label}: {rows[-1]['records']} records, {rows[-1]['calls']} calls", flush=True)
         lines = report(args, Path(artifact), rows)
     print("\n".join(lines))

@@ -1,0 +1,66 @@
+"""The paired production benchmark's reading over documents: the unit a paired run draws is a document, so its
+ratio, interval and test are taken over documents, and the per-step table says where the time went."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import REPO
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def side(label: str, seconds: dict[str, float | None], *, steps: dict[str, float] | None = None,
+         first: dict[str, int] | None = None) -> dict:
+    return {"label": label,
+            "per_document": {d: {"status": "done", "seconds": s, "queries": 2, "records": 1}
+                             for d, s in seconds.items()},
+            "by_step": {st: {"calls": 2, "prompt_tokens": 100, "completion_tokens": 10, "seconds": s}
+                        for st, s in (steps or {}).items()},
+            "writing": {"first_answer": first, "rewrite_calls": 3} if first else {}}
+
+
+def test_paired_documents_takes_the_ratio_of_sums_over_documents_both_sides_finished():
+    from benchmarks.paired_produce import paired_documents
+
+    before = side("before", {"a": 100.0, "b": 200.0, "c": 300.0, "d": 400.0, "e": 500.0, "f": 600.0,
+                             "pending": None})
+    after = side("after", {"a": 80.0, "b": 150.0, "c": 240.0, "d": 330.0, "e": 400.0, "f": 480.0,
+                           "only-after": 50.0})
+    out = paired_documents(before, after)
+    assert out["documents"] == 6  # not the one without seconds, not the one only one side ran
+    assert out["ratio"] == pytest.approx(1680 / 2100)
+    low, high = out["ratio_ci95"]
+    assert low <= out["ratio"] <= high < 1.0  # every document got faster: the interval stays below 1
+    assert out["wilcoxon_p"] == pytest.approx(0.03125)  # six of six in one direction, exact two-sided
+    assert (out["records_before"], out["records_after"]) == (6, 6)
+
+
+def test_paired_documents_says_nothing_from_one_document_and_no_change_is_p_one():
+    from benchmarks.paired_produce import paired_documents
+
+    assert paired_documents(side("b", {"a": 1.0}), side("a", {"a": 2.0})) == {"documents": 1}
+    same = side("b", {"a": 10.0, "b": 20.0, "c": 30.0})
+    out = paired_documents(same, same)
+    assert out["ratio"] == 1.0 and out["wilcoxon_p"] == 1.0 and out["ratio_ci95"] == [1.0, 1.0]
+
+
+def test_the_report_shows_each_side_against_the_first_by_document_by_step_and_by_first_answer():
+    from benchmarks.paired_produce import _paired_lines, paired_documents
+
+    before = side("before", {"a": 100.0, "b": 200.0, "c": 300.0}, steps={"write": 400.0, "extract": 500.0},
+                  first={"kept": 7, "copy": 7, "question": 2})
+    after = side("after", {"a": 90.0, "b": 150.0, "c": 310.0}, steps={"write": 300.0, "extract": 250.0},
+                 first={"kept": 10, "copy": 6})
+    after["paired"] = paired_documents(before, after)
+    lines = _paired_lines(before, after)
+    text = "\n".join(lines)
+    assert "per document, wall seconds after/before: 0.92 (sum 600 -> 550 s over the 3 documents" in text
+    assert "write step, before: 7 of 16 first answers kept (rejected: copy 7, question 2); 3 rewrite calls" in text
+    assert "write step, after: 10 of 16 first answers kept (rejected: copy 6)" in text
+    steps = [line for line in lines if line.startswith("| extract") or line.startswith("| write")]
+    assert steps == ["| extract | 2 -> 2 | 500 -> 250 | 0.50 | 100 -> 100 | 10 -> 10 |",  # the costliest first
+                     "| write | 2 -> 2 | 400 -> 300 | 0.75 | 100 -> 100 | 10 -> 10 |"]
