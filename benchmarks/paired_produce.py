@@ -23,7 +23,8 @@ the calls took. The generator is:
 ``--before`` and each ``--after`` are ``SETTING=VALUE[,SETTING=VALUE]`` of ``syntra produce`` (``ProduceConfig``
 field names); ``cascade_grades=@before`` names the first run's store, whose grades then teach a margin. Every row is compared with the first (before) run: its labels on the candidates both runs judged (same
 query text, same document), and its exported records byte for byte. Writes ``README.md`` (generated part; what
-follows its end marker is kept) and ``paired_produce.json`` under ``--out``.
+follows its end marker is kept), ``paired_produce.json`` and ``documents.txt`` (the documents drawn, for a later run's
+``--exclude-docs``) under ``--out``.
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float |
              documents: int | None = None) -> dict[str, Any]:
     """A side's figures, all read from its run store (exported again with the default options): what the report
     says of it, so a report can be made again from the stores alone (``--report-only``)."""
+    from syntra_dspy.copying import longest_copy
     from syntra_dspy.production import compute_stats, export_records
     from syntra_dspy.production.store import RunStore
 
@@ -169,6 +171,8 @@ def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float |
                         for doc, status, seconds, n in run.rows(
                             "SELECT doc_id, status, seconds, n_queries FROM documents WHERE status != 'pending' "
                             "ORDER BY position")}
+        written = run.rows("SELECT q.text, t.content FROM queries q JOIN texts t USING (doc_id) ORDER BY q.query_id")
+    copied = sorted(longest_copy(query, text)[1] for query, text in written)  # how close to its abstract
     for row in (json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()):
         doc = row.get("source_doc_id")
         if doc in per_document:
@@ -192,6 +196,7 @@ def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float |
                     for stage, u in usage.items()},
         "grading_calls": calls, "judge": stats["quality"]["judge"].get("cascade"),
         "writing": checks, "per_document": per_document,
+        "bm25_rank1": stats["quality"]["source_ranks"].get("bm25_rank1"), "copied_words": copied,
     }
 
 
@@ -320,6 +325,13 @@ def _paired_lines(base: dict[str, Any], row: dict[str, Any]) -> list[str]:
             lines.append(f"- write step, {side['label']}: {first.get('kept', 0)} of {total} first answers kept"
                          + (f" (rejected: {rejected})" if rejected else "")
                          + f"; {checks.get('rewrite_calls', 0)} rewrite calls")
+    for side in (base, row):
+        copied = side.get("copied_words")
+        if copied:
+            rank1 = side.get("bm25_rank1")
+            lines.append(f"- queries, {side['label']}: {len(copied)}; BM25 ranks the source first for "
+                         f"{_f(None if rank1 is None else 100 * rank1, '.0f')}%; consecutive words copied from the "
+                         f"source: median {copied[len(copied) // 2]}, {sum(w >= 7 for w in copied)} copy 7 or more")
     lines += ["", "| step | calls | LM seconds | ratio | prompt tokens | generated tokens |", "|---|---:|---:|---:|---:|---:|"]
     before, after = base.get("by_step") or {}, row.get("by_step") or {}
     for stage in sorted(set(before) | set(after), key=lambda st: -(before.get(st) or {}).get("seconds", 0)):
@@ -410,6 +422,9 @@ def main() -> int:
         (args.out / "paired_produce.json").write_text(json.dumps(shown, indent=2, default=str) + "\n",
                                                       encoding="utf-8")
         write_readme(args.out, lines)
+        # the documents this run drew, for a later run to hold out (--exclude-docs)
+        (args.out / "documents.txt").write_text("".join(f"{doc}\n" for doc in rows[0]["per_document"]),
+                                                encoding="utf-8")
         print(f"wrote {args.out / 'README.md'}")
     return 0
 

@@ -58,8 +58,12 @@ def test_a_run_extracts_at_most_max_identifiers_and_records_it_per_session(tmp_p
     store = tmp_path_factory.mktemp("ids") / "run.db"
     lm = scripted_lm(SyntraBrain())
     produce(art, store, generator=lm, index_dir=index, encoder=minilm, progress=False, docs=2, queries_per_doc=1,
-            top_k=3, max_identifiers=1, hide_copied=True)
+            top_k=3, max_identifiers=1, hide_copied=True, copy_guard=6)
     features = [json.loads(f) for (f,) in rows(store, "SELECT features FROM documents")]
     options = [json.loads(o) for (o,) in rows(store, "SELECT options FROM sessions")]
     assert features and all(len(f["identifiers"]) == 1 for f in features)
     assert options[-1]["max_identifiers"] == 1 and options[-1]["hide_copied"] is True
+    assert options[-1]["copy_guard"] == 6
+    writes = [c for c in lm.calls if "queries" in c.output_fields]
+    assert writes and all("x-syntra-copy-guard" in c.response_format["schema"]["properties"]["queries"]
+                          for c in writes)  # every write call asked the engine to decode without copies

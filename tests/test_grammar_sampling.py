@@ -109,3 +109,37 @@ def test_ties_keep_the_first_best_token_as_the_masked_vocabulary_does():
 
     assert sampler.sample(SimpleNamespace(ctx=None), -1) == 4
     assert sampler.masked == 1
+
+
+def test_a_copy_guard_passes_over_the_token_that_would_copy_and_takes_the_best_the_grammar_allows():
+    """The model wants to go on copying its document; the guard refuses the word that would pass the limit, and
+    the sampler takes the best other token that the grammar also allows (never one the grammar refuses)."""
+    from syntra_dspy.copying import CopyGuard, longest_copy
+
+    document = "one two three four five six"
+    vocab = ['{"q": "', "one", " two", " three", " four", " five", " six", " seven", " eight", '"}']
+    steps = 6
+    logits = np.full((steps, len(vocab)), -5.0)
+    for step, favourite in enumerate([0, 1, 2, 3, 4, 9]):  # the writer copies four words, then closes
+        logits[step, favourite] = 5.0
+    logits[3, 7], logits[3, 8] = 4.0, 3.0  # at the third word: " seven" is second best, " eight" third
+    allowed = [set(range(len(vocab)))] * steps
+    allowed = [*allowed[:3], set(range(len(vocab))) - {7}, *allowed[4:]]  # ... but the grammar refuses " seven"
+    native = FakeNative(logits, allowed)
+    guard = CopyGuard(document, max_words=2)
+    sampler = GrammarCheckedGreedy(native, FakeChain(), "grammar", len(vocab), guard=guard,
+                                   piece=lambda token: vocab[token].encode())
+
+    chosen = [sampler.sample(SimpleNamespace(ctx=None), -1) for _ in range(steps)]
+
+    text = "".join(vocab[t] for t in chosen)
+    assert chosen[:4] == [0, 1, 2, 8]  # " three" would be a third copied word; " seven" is refused by the grammar
+    assert sampler.steered >= 1 and longest_copy(text[len('{"q": "'):-2], document)[1] <= 2
+    assert native.grammar_accepted == chosen  # the grammar heard every token taken, and only those
+
+
+def test_a_copy_guard_needs_to_read_tokens():
+    with pytest.raises(ValueError, match="piece"):
+        from syntra_dspy.copying import CopyGuard
+
+        GrammarCheckedGreedy(FakeNative(np.zeros((1, 2)), [{0, 1}]), FakeChain(), "grammar", 2, guard=CopyGuard("x"))

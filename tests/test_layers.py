@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "syntra_dspy"
 
 #: Lowest first. A unit is a subpackage (``judging``) or a root module (``task``); each imports only from lower rows.
 LAYERS = (
-    {"_lazy", "cache", "code_version", "errors", "estimate", "languages", "redact"},
+    {"_lazy", "cache", "code_version", "copying", "errors", "estimate", "languages", "redact"},
     {"jsonl", "models", "outputs", "query_form", "settings_model", "signatures", "task"},
     {"lm", "retrieval"},
     {"evaluation", "training"},

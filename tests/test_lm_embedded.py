@@ -187,6 +187,24 @@ def test_top_level_lists_must_have_an_item_under_the_grammar(fake_llama):
     assert "minItems" not in props["note"]
 
 
+def test_a_copy_guard_mark_becomes_the_requests_guard_and_never_reaches_the_grammar(fake_llama):
+    """The write step's mark (syntra produce --copy-guard) travels in the output schema; the engine takes it out
+    before llama.cpp compiles the schema, and hands the sampler a guard on that document, for that request only."""
+    from syntra_dspy.copying import COPY_GUARD_KEY, CopyGuard, copy_guard_mark
+    from syntra_dspy.programs.narrowing import narrowed_outputs
+
+    engine = LlamaCppEngine(fake_llama, n_ctx=4096, n_threads=2)
+    lm = dspy.LM("embedded/tiny", engine=engine, cache=False)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), narrowed_outputs({}, {"result": copy_guard_mark("doc", 4)}):
+        dspy.Predict(Rate)(document="doc")
+    llama = next(iter(embedded._LOADED.values())).llama
+    assert COPY_GUARD_KEY not in str(llama.calls[-1]["response_format"])
+    assert isinstance(llama.copy_guard, CopyGuard) and llama.copy_guard.max_words == 4
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        dspy.Predict(Rate)(document="another doc")
+    assert llama.copy_guard is None  # the next request has none
+
+
 def test_one_llama_per_file_and_context_size(fake_llama):
     first = LlamaCppEngine(fake_llama, n_ctx=4096)
     second = LlamaCppEngine(fake_llama, n_ctx=4096)

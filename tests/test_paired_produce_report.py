@@ -64,3 +64,14 @@ def test_the_report_shows_each_side_against_the_first_by_document_by_step_and_by
     steps = [line for line in lines if line.startswith("| extract") or line.startswith("| write")]
     assert steps == ["| extract | 2 -> 2 | 500 -> 250 | 0.50 | 100 -> 100 | 10 -> 10 |",  # the costliest first
                      "| write | 2 -> 2 | 400 -> 300 | 0.75 | 100 -> 100 | 10 -> 10 |"]
+
+
+def test_the_report_says_how_close_each_sides_queries_stay_to_their_abstracts():
+    from benchmarks.paired_produce import _paired_lines
+
+    before = {**side("before", {}), "copied_words": [1, 2, 3, 5], "bm25_rank1": 0.75}
+    after = {**side("after", {}), "copied_words": [3, 4, 7, 10, 10], "bm25_rank1": 1.0}
+    text = "\n".join(_paired_lines(before, after))
+    assert "queries, before: 4; BM25 ranks the source first for 75%; consecutive words copied from the source: " \
+           "median 3, 0 copy 7 or more" in text
+    assert "queries, after: 5; BM25 ranks the source first for 100%" in text and "median 7, 3 copy 7 or more" in text

@@ -32,6 +32,7 @@ _SETTINGS = (
     ("--candidates", "candidates", {"choices": get_args(CandidateSource)}),
     ("--max-identifiers", "max_identifiers", {"type": positive_int, "metavar": "N"}),
     ("--hide-copied", "hide_copied", {"action": "store_true"}),
+    ("--copy-guard", "copy_guard", {"type": positive_int, "metavar": "N"}),
     ("--judge-cascade", "judge_cascade", {"choices": CASCADE_MODES}),
     ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
     ("--cascade-grades", "cascade_grades", {"type": Path, "metavar": "RUN.db"}),

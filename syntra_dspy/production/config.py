@@ -60,6 +60,10 @@ class ProduceConfig(SettingsModel):
     hide_copied: bool = Field(False, strict=True, description=(
         "a write retry after a query that copied the document is shown the document without the sentences copied "
         "(the copy check still reads all of it): the small writer copies what it is shown again"))
+    copy_guard: int | None = Field(None, ge=1, le=10, strict=True, description=(
+        "the write step's greedy calls (the first write, the rewrites) decode no query repeating more than N "
+        "consecutive words of the document (the copy check rejects more than 10): the embedded engine takes the "
+        "next best token instead; an engine that does not narrow schemas ignores it; default: no guard"))
     # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
     judge_cascade: CascadeMode = Field("off", description=(
         "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "
@@ -151,3 +155,4 @@ class UnitSettings:
     candidates: CandidateSource = "dense"
     max_identifiers: int | None = None  # extract at most this many identifiers (ProduceConfig.max_identifiers)
     hide_copied: bool = False  # retries not shown the sentences a query copied (ProduceConfig.hide_copied)
+    copy_guard: int | None = None  # greedy write calls decoded without N-word copies (ProduceConfig.copy_guard)

@@ -163,7 +163,7 @@ def unit_settings(config: ProduceConfig, artifact: Artifact, documents: int) -> 
     chunk = config.chunk_size if config.chunk_size is not None else meta.settings.chunk_size
     source = config.candidates if config.candidates is not None else meta.task_spec.candidates
     return UnitSettings(config.queries_per_doc, top_k, chunk, source, max_identifiers=config.max_identifiers,
-                        hide_copied=config.hide_copied)
+                        hide_copied=config.hide_copied, copy_guard=config.copy_guard)
 
 
 def _recorded_sampling(meta: Manifest) -> dict[str, Any]:

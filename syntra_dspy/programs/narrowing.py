@@ -65,15 +65,18 @@ def identifier_list_schema(limit: int) -> dict[str, Any]:
             "minItems": 1, "maxItems": limit}
 
 
-def _narrowed_model(model: type[pydantic.BaseModel], fields: Mapping[str, dict[str, Any]]) -> type[pydantic.BaseModel]:
-    """A copy of DSPy's generated output model whose JSON schema has ``fields`` replaced (DSPy builds the request's
-    schema from ``model_json_schema``, as it does for its own generated model)."""
+def _narrowed_model(model: type[pydantic.BaseModel], fields: Mapping[str, dict[str, Any]],
+                    marks: Mapping[str, dict[str, Any]] | None = None) -> type[pydantic.BaseModel]:
+    """A copy of DSPy's generated output model whose JSON schema has ``fields`` replaced and ``marks`` added to the
+    fields they name (DSPy builds the request's schema from ``model_json_schema``, as it does for its own model)."""
     schema = dict(model.model_json_schema())
     properties = dict(schema.get("properties") or {})
-    missing = sorted(set(fields) - set(properties))
+    missing = sorted((set(fields) | set(marks or {})) - set(properties))
     if missing:
         raise ValueError(f"the signature has no output field(s) {missing} to narrow")
     properties.update(fields)
+    for name, mark in (marks or {}).items():
+        properties[name] = {**properties[name], **mark}
     schema["properties"] = properties
     narrowed = type(model.__name__, (model,), {"__module__": model.__module__})
     narrowed.model_json_schema = lambda *args, **kwargs: schema  # type: ignore[method-assign]
@@ -81,11 +84,13 @@ def _narrowed_model(model: type[pydantic.BaseModel], fields: Mapping[str, dict[s
 
 
 class NarrowedJSONAdapter(dspy.JSONAdapter):
-    """DSPy's JSONAdapter with some output fields' schemas replaced in the request (the prompt is untouched)."""
+    """DSPy's JSONAdapter with some output fields' schemas replaced or marked in the request (the prompt is
+    untouched)."""
 
-    def __init__(self, fields: Mapping[str, dict[str, Any]], **kwargs: Any) -> None:
+    def __init__(self, fields: Mapping[str, dict[str, Any]], marks: Mapping[str, dict[str, Any]] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.fields = dict(fields)
+        self.fields, self.marks = dict(fields), dict(marks or {})
 
     def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
         super()._prepare_response_format(lm, lm_kwargs, signature)
@@ -93,19 +98,21 @@ class NarrowedJSONAdapter(dspy.JSONAdapter):
         if not getattr(getattr(lm, "engine", None), "narrows_schemas", False):
             return
         if isinstance(fmt, type) and issubclass(fmt, pydantic.BaseModel):
-            lm_kwargs["response_format"] = _narrowed_model(fmt, self.fields)
+            lm_kwargs["response_format"] = _narrowed_model(fmt, self.fields, self.marks)
 
 
 @contextmanager
-def narrowed_outputs(fields: Mapping[str, dict[str, Any]]) -> Iterator[None]:
+def narrowed_outputs(fields: Mapping[str, dict[str, Any]],
+                     marks: Mapping[str, dict[str, Any]] | None = None) -> Iterator[None]:
     """Within the block, calls made through DSPy's JSONAdapter to an engine that ``narrows_schemas`` send ``fields``'
-    schemas in place of the signature's. Any other adapter in use is left as it is: it sends no schema, or one its
-    user chose."""
+    schemas in place of the signature's, and the signature's own schema with ``marks`` added for the fields they
+    name (e.g. :func:`~syntra_dspy.copying.copy_guard_mark`). Any other adapter in use is left as it is: it sends no
+    schema, or one its user chose."""
     adapter = dspy.settings.adapter
-    if not fields or type(adapter) is not dspy.JSONAdapter:
+    if not (fields or marks) or type(adapter) is not dspy.JSONAdapter:
         yield
         return
-    narrowing = NarrowedJSONAdapter(fields, callbacks=adapter.callbacks,
+    narrowing = NarrowedJSONAdapter(fields, marks, callbacks=adapter.callbacks,
                                     use_native_function_calling=adapter.use_native_function_calling,
                                     parallel_tool_calls=getattr(adapter, "parallel_tool_calls", None))
     with dspy.context(adapter=narrowing):

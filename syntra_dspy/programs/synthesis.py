@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import dspy
 
+from syntra_dspy.copying import copy_guard_mark
 from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import cjk_share, language_name, left_cjk_words
 from syntra_dspy.programs import context as ctx
@@ -124,6 +125,12 @@ def compose_instructions(state: ComponentState) -> dict[str, str]:
 def step_adapter(name: str) -> dspy.Adapter:
     """How a step's prompt is formatted: JSON with a schema, except the one-digit grading call."""
     return DigitLabelAdapter() if name == "grade" else dspy.JSONAdapter()
+
+
+def _guarded(field: str, document: str, words: int | None) -> dict[str, dict]:
+    """The copy guard mark for one output field allowing ``words`` copied words (production's ``--copy-guard N``;
+    None: no guard)."""
+    return {field: copy_guard_mark(document, min(words, MAX_COPIED_WORDS))} if words else {}
 
 
 class SynthesisProgram(dspy.Module):
@@ -285,6 +292,7 @@ class SynthesisProgram(dspy.Module):
     def write_queries(
         self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = (),
         tally: WriteTally | None = None, rewrite: bool = True, hide_copied: bool = False,
+        copy_guard: int | None = None,
     ) -> list[str]:
         """One query per blueprint, in the blueprints' order, each in the examples' form and unlike the others.
 
@@ -294,7 +302,10 @@ class SynthesisProgram(dspy.Module):
         for a problem one short call can fix (a question where the examples are claims, a copied passage) is
         rewritten and kept (production); compile trials turn it off, so an instruction is judged on what the writer
         itself wrote. ``hide_copied``: a write call after an answer that copied the document shows the document
-        without the sentences copied (:func:`without_copied_sentences`); the copy check still reads all of it."""
+        without the sentences copied (:func:`without_copied_sentences`); the copy check still reads all of it.
+        ``copy_guard`` (N): an engine that narrows schemas decodes the write and rewrite answers without repeating
+        more than N (at most ``MAX_COPIED_WORDS``) consecutive words of the document (:class:`~syntra_dspy.copying.CopyGuard`;
+        greedy calls only, so the first write call and the rewrites, not the sampled retries)."""
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.query_language()
         form = self.query_form()
@@ -306,13 +317,14 @@ class SynthesisProgram(dspy.Module):
             numbers = [n for n in range(len(blueprints)) if n not in kept]
             asked = [blueprints[n] for n in numbers]
             shown = without_copied_sentences(doc, copied, MAX_COPIED_WORDS) if hide_copied and copied else doc
-            pred = self.write(
-                document=shown,
-                blueprints=ctx.blueprints_text(asked, numbers),
-                language=rule,
-                retry_note=note,
-                config={**config, "max_tokens": 60 + 120 * len(asked)},
-            )
+            with narrowed_outputs({}, _guarded("queries", doc, copy_guard)):
+                pred = self.write(
+                    document=shown,
+                    blueprints=ctx.blueprints_text(asked, numbers),
+                    language=rule,
+                    retry_note=note,
+                    config={**config, "max_tokens": 60 + 120 * len(asked)},
+                )
             written = pred.queries or []
             if written and answer_cut_off():
                 # Cut at the token limit: the JSON repair closed the last query mid-sentence. Drop it; its
@@ -331,7 +343,7 @@ class SynthesisProgram(dspy.Module):
                 copied.extend(query for slot, (query, _) in exc.repairs.items() if exc.outcomes.get(slot) == "copy")
                 for slot, (query, fix) in (exc.repairs.items() if rewrite else ()):
                     rewritten = self._rewrite(query, fix, lang=lang, document=doc, form=form,
-                                              earlier=[*avoid, *kept.values()],
+                                              earlier=[*avoid, *kept.values()], copy_guard=copy_guard,
                                               checked=partial(tally.check, slot) if tally is not None else None)
                     if rewritten is not None:
                         kept[slot] = rewritten
@@ -359,7 +371,8 @@ class SynthesisProgram(dspy.Module):
             raise QueriesIncomplete(exc.message, kept=dict(kept), stage="write", last_answer=exc.last_answer) from None
 
     def _rewrite(self, query: str, fix: str, *, lang: str, document: str, form: QueryForm | None,
-                 earlier: Sequence[str], checked: Callable[[str, str], None] | None = None) -> str | None:
+                 earlier: Sequence[str], checked: Callable[[str, str], None] | None = None,
+                 copy_guard: int | None = None) -> str | None:
         """A rejected query rewritten by a short call to fix what was wrong (a question where the task's queries
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
@@ -382,8 +395,9 @@ class SynthesisProgram(dspy.Module):
             query, fix = text, repair_note(kind, text, document, MAX_COPIED_WORDS, form, lang)
         for _ in range(REWRITE_TRIES):
             try:
-                pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix, form=self.rewrite_form(),
-                                                           config={"max_tokens": 120})
+                with narrowed_outputs({}, _guarded("rewritten", document, copy_guard)):
+                    pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix, form=self.rewrite_form(),
+                                                               config={"max_tokens": 120})
             except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:
                 logger.info("rewriting %r failed: %s", query, exc)
                 checked("rewrite", "unparsed")

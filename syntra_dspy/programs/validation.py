@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from syntra_dspy.copying import MAX_COPIED_WORDS, longest_copy
 from syntra_dspy.languages import CJK_LANGUAGES, check_language, cjk_share, language_name
 from syntra_dspy.query_form import QueryForm, names_a_subject, shape, token_jaccard
 from syntra_dspy.signatures.types import (
@@ -49,47 +50,15 @@ def _norm(text: str) -> str:
 
 
 _NUMBERED = re.compile(r"^\s*(\d+)[.)]?(?:\s+(.*))?$")
-_WORDS = re.compile(r"\w+")
-
-
-def _longest_copy(query: str, document: str) -> tuple[list[str], int]:
-    """(the run of consecutive word pieces the query shares with the document that spans most of the query's words,
-    in the query's spelling; how many of the query's whitespace-separated words it spans).
-
-    Pieces are matched (``\\w+``, so "blood-brain" matches "blood brain" and a copy cannot hide behind a hyphen), but
-    a run is as long as the words it covers: a compound name is one word however many pieces it holds. SciFact run: the
-    writer named "1-(5-chloro-6-(trifluoromethoxy)-1H-benzoimidazol-2-yl)-1H-pyrazole-4-carboxylic acid" (the
-    document's compound, the blueprint's identifier), 16 pieces, and every query naming it was a "copied sentence"."""
-    spelled, word_of = [], []
-    for number, word in enumerate(query.split()):
-        pieces = _WORDS.findall(word)
-        spelled.extend(pieces)
-        word_of.extend([number] * len(pieces))
-    q = [w.lower() for w in spelled]
-    d = [w.lower() for w in _WORDS.findall(document)]
-    best, best_len, end = 0, 0, 0
-    previous = [0] * (len(d) + 1)
-    for qi in range(1, len(q) + 1):
-        current = [0] * (len(d) + 1)
-        for di in range(1, len(d) + 1):
-            if q[qi - 1] == d[di - 1]:
-                run = current[di] = previous[di - 1] + 1
-                words = word_of[qi - 1] - word_of[qi - run] + 1
-                if (words, run) > (best, best_len):
-                    best, best_len, end = words, run, qi
-        previous = current
-    return spelled[end - best_len:end], best
-
-
 def copied_run(query: str, document: str) -> list[str]:
     """The run of consecutive words the query shares with the document (the one spanning most of the query's words),
     as word pieces in the query's spelling."""
-    return _longest_copy(query, document)[0]
+    return longest_copy(query, document)[0]
 
 
 def copied_words(query: str, document: str) -> int:
     """How many consecutive words of the query the document holds in the same order (a compound name counts once)."""
-    return _longest_copy(query, document)[1]
+    return longest_copy(query, document)[1]
 
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+")
@@ -293,9 +262,6 @@ def repair_note(kind: str, query: str, document: str | None, max_copied_words: i
         return copy_repair(query, document, max(max_copied_words, form.min_length if form is not None else 0))
     return REPAIRS[kind]
 
-
-#: A query copying more consecutive words of its document than this is a copied passage.
-MAX_COPIED_WORDS = 10
 
 #: The problems one short rewrite call can fix (each a key of :data:`REPAIRS`, or ``language``).
 REPAIRABLE = frozenset({"copy", "language", "question"})

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syntra_dspy.copying import CopyGuard, pop_copy_guard
 from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.lm.llamacpp import engine_check
 from syntra_dspy.lm.llamacpp.grammar_sampling import grammar_checked
@@ -75,6 +76,7 @@ def release_models() -> None:
 
 
 _EXTENSIONS = frozenset({"min_p", "repeat_penalty", "typical_p"})
+_GUARD = "_copy_guard"  # the request's copy guard, carried from _options to complete()
 
 
 def require_nonempty_lists(schema: dict[str, Any]) -> dict[str, Any]:
@@ -208,12 +210,14 @@ class LlamaCppEngine:
         validate_request(request)
         messages = _chat_messages(request)
         options = self._options(request)
+        guard = options.pop(_GUARD, None)
         top = request.config.logprobs
         loaded = self.load()
         logprobs = evaluated = None
         try:
             with loaded.lock:
                 loaded.llama.check_grammar_first = self.check_grammar_first  # the model is shared by engines
+                loaded.llama.copy_guard = guard  # this request's own (syntra_dspy.copying), or None
                 # a one-token answer (a grade read from its logits) has nothing to draft
                 drafting = top is None and (request.config.max_tokens or 2) > 1
                 loaded.llama.draft_tokens = self.draft_tokens if drafting else 0
@@ -275,6 +279,9 @@ class LlamaCppEngine:
                 else None
             )
             if schema:
+                schema, guard = pop_copy_guard(schema)
+                if guard is not None:
+                    options[_GUARD] = CopyGuard(str(guard["document"]), int(guard["max_words"]))
                 schema = grammar_safe_literals(require_nonempty_lists(schema))
             options["response_format"] = {"type": "json_object", **({"schema": schema} if schema else {})}
         return options

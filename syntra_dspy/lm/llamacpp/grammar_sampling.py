@@ -9,15 +9,26 @@ the whole vocabulary and picks again: the way llama.cpp's own command-line sampl
 token for token (the best token the grammar allows is the best token when the grammar allows the best token), so
 it applies to greedy requests only; a sampled request keeps llama-cpp-python's chain, whose distribution it is.
 
+A request may also carry a :class:`~syntra_dspy.copying.CopyGuard` (``syntra produce --copy-guard``): a chosen token
+that would make a query repeat more than ten consecutive words of its document is refused like one the grammar
+refuses, and the best token left is taken. That changes the answer (on purpose); it acts on greedy requests under a
+grammar only, the ones this sampler decodes.
+
 Nothing here imports llama_cpp at import time: the engine hands in the ``Llama`` class it loaded.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from syntra_dspy.copying import CopyGuard
+
+#: Tokens a copy guard may refuse in a row at one position before the last one is kept (the grammar's own choice).
+MAX_STEERS = 64
 
 
 class GrammarCheckedGreedy:
@@ -25,12 +36,17 @@ class GrammarCheckedGreedy:
 
     ``chain`` is llama-cpp-python's own chain for the request without the grammar (penalties, then greedy);
     ``grammar`` a llama.cpp grammar sampler. Counts the tokens the grammar let through as chosen
-    (``checked``) and those it refused (``masked``: the whole vocabulary was masked for them)."""
+    (``checked``) and those it refused (``masked``: the whole vocabulary was masked for them). With ``guard`` (and
+    ``piece``, a token's bytes), a token the guard refuses is passed over too (``steered`` counts them)."""
 
-    def __init__(self, llama_cpp: Any, chain: Any, grammar: Any, n_vocab: int) -> None:
+    def __init__(self, llama_cpp: Any, chain: Any, grammar: Any, n_vocab: int, *, guard: CopyGuard | None = None,
+                 piece: Callable[[int], bytes] | None = None) -> None:
         self._lib = llama_cpp
         self._chain = chain  # a LlamaSampler: owns its native chain and frees it
         self._grammar = grammar  # a native llama_sampler pointer: freed in close()
+        if guard is not None and piece is None:
+            raise ValueError("a copy guard needs piece(token) -> bytes to read the tokens it judges")
+        self._guard, self._piece = guard, piece
         self._n_vocab = n_vocab
         self._data = np.recarray((n_vocab,), dtype=np.dtype([("id", np.intc), ("logit", np.single),
                                                              ("p", np.single)], align=True))
@@ -41,6 +57,9 @@ class GrammarCheckedGreedy:
         self._one = llama_cpp.llama_token_data_array(data=self._one_data, size=1, selected=-1, sorted=False)
         self.checked = 0
         self.masked = 0
+        self.steered = 0
+        if guard is not None:
+            guard.reset()
 
     def _fill(self, ctx: Any, idx: int) -> None:
         logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
@@ -60,27 +79,46 @@ class GrammarCheckedGreedy:
         self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
         return bool(np.isfinite(self._one_data[0].logit))
 
+    def _copies(self, token: int) -> bool:
+        return self._guard is not None and self._guard.refuses(self._piece(token))  # type: ignore[misc]
+
     def sample(self, ctx: Any, idx: int = -1) -> int:
-        """The token a greedy chain with the grammar in it would choose at logits row ``idx``; accepted by both."""
+        """The token a greedy chain with the grammar in it would choose at logits row ``idx``; accepted by both.
+        With a copy guard: the best such token the guard does not refuse."""
         self._fill(ctx, idx)
         token = self._pick()
-        if self._allowed(token):
+        allowed = self._allowed(token)
+        if allowed and not self._copies(token):
             self.checked += 1
         else:
-            self.masked += 1
+            self.masked += not allowed
             self._fill(ctx, idx)
             self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
             token = self._pick()
+            for _ in range(MAX_STEERS):  # the chain's logits are in the array now: the next best is its argmax
+                if not self._copies(token):
+                    break
+                self.steered += 1
+                self._data.logit[self._all.selected] = -np.inf
+                best = int(np.argmax(self._data.logit))
+                if not np.isfinite(self._data.logit[best]):
+                    break  # the grammar allows nothing else: keep the refused token (the check catches it later)
+                self._all.selected = best
+                token = int(self._data.id[best])
         self.accept(token)
         return token
 
     def accept(self, token: int) -> None:
         self._lib.llama_sampler_accept(self._grammar, token)
         self._chain.accept(token)
+        if self._guard is not None:
+            self._guard.accept(self._piece(token))  # type: ignore[misc]
 
     def reset(self) -> None:
         self._lib.llama_sampler_reset(self._grammar)
         self._chain.reset()
+        if self._guard is not None:
+            self._guard.reset()
 
     def close(self) -> None:
         if self._grammar is not None:
@@ -95,11 +133,13 @@ class GrammarCheckedGreedy:
 def grammar_checked(llama_class: type) -> type:
     """A subclass of ``llama_class`` (``llama_cpp.Llama``) whose greedy completions under a grammar use
     :class:`GrammarCheckedGreedy`; ``check_grammar_first = False`` on an instance gives llama-cpp-python's chain
-    (the engine sets it per call). ``last_sampler`` is the latest such sampler, for its counts."""
+    (the engine sets it per call), as does ``copy_guard`` (a :class:`~syntra_dspy.copying.CopyGuard` or None).
+    ``last_sampler`` is the latest such sampler, for its counts."""
     import llama_cpp
 
     class GrammarCheckedLlama(llama_class):
         check_grammar_first = True
+        copy_guard: CopyGuard | None = None
         last_sampler: GrammarCheckedGreedy | None = None
 
         def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
@@ -113,7 +153,8 @@ def grammar_checked(llama_class: type) -> type:
             if not native:
                 chain.close()
                 raise ValueError("llama.cpp could not parse the grammar made from the response schema")
-            self.last_sampler = GrammarCheckedGreedy(llama_cpp, chain, native, self._n_vocab)
+            self.last_sampler = GrammarCheckedGreedy(llama_cpp, chain, native, self._n_vocab, guard=self.copy_guard,
+                                                     piece=lambda token: self.detokenize([token]))
             return self.last_sampler
 
     GrammarCheckedLlama.__name__ = GrammarCheckedLlama.__qualname__ = f"GrammarChecked{llama_class.__name__}"
