@@ -202,9 +202,10 @@ def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float |
 
 def paired_documents(before: dict[str, Any], after: dict[str, Any], *, resamples: int = 2000,
                      seed: int = 0) -> dict[str, Any]:
-    """Per-document wall seconds (the store's, LM time at concurrency 1) after/before over the documents both sides finished: the ratio of the sums, its
-    bootstrap 95% interval over documents, and a Wilcoxon signed-rank test of the per-document differences (a
-    document is the unit that was drawn; one side's total alone hides how much one document moves it)."""
+    """Per-document wall seconds (the store's; LM time at concurrency 1) after/before, over the documents both
+    sides finished: the ratio of the sums, its bootstrap 95% interval over documents, and a Wilcoxon signed-rank test
+    of the per-document differences (a document is the unit that was drawn; one side's total alone hides how much
+    one document moves it)."""
     import numpy as np
 
     a, b = before.get("per_document") or {}, after.get("per_document") or {}
@@ -311,7 +312,8 @@ def _paired_lines(base: dict[str, Any], row: dict[str, Any]) -> list[str]:
     paired = row.get("paired") or {}
     if paired.get("documents", 0) >= 2:
         p = paired.get("wilcoxon_p")
-        lines += [f"- per document, wall seconds after/before: {paired['ratio']:.2f} (sum {paired['seconds_before']:,.0f}"
+        lines += [f"- per document, wall seconds after/before: {paired['ratio']:.2f} "
+                  f"(sum {paired['seconds_before']:,.0f}"
                   f" -> {paired['seconds_after']:,.0f} s over the {paired['documents']} documents both finished; "
                   f"bootstrap 95% interval over documents [{paired['ratio_ci95'][0]:.2f}, "
                   f"{paired['ratio_ci95'][1]:.2f}]; Wilcoxon signed-rank p {_f(p, '.3f')}); records on them "
@@ -332,7 +334,8 @@ def _paired_lines(base: dict[str, Any], row: dict[str, Any]) -> list[str]:
             lines.append(f"- queries, {side['label']}: {len(copied)}; BM25 ranks the source first for "
                          f"{_f(None if rank1 is None else 100 * rank1, '.0f')}%; consecutive words copied from the "
                          f"source: median {copied[len(copied) // 2]}, {sum(w >= 7 for w in copied)} copy 7 or more")
-    lines += ["", "| step | calls | LM seconds | ratio | prompt tokens | generated tokens |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "| step | calls | LM seconds | ratio | prompt tokens | generated tokens |",
+              "|---|---:|---:|---:|---:|---:|"]
     before, after = base.get("by_step") or {}, row.get("by_step") or {}
     for stage in sorted(set(before) | set(after), key=lambda st: -(before.get(st) or {}).get("seconds", 0)):
         a, b = before.get(stage) or {}, after.get(stage) or {}

@@ -304,8 +304,9 @@ class SynthesisProgram(dspy.Module):
         itself wrote. ``hide_copied``: a write call after an answer that copied the document shows the document
         without the sentences copied (:func:`without_copied_sentences`); the copy check still reads all of it.
         ``copy_guard`` (N): an engine that narrows schemas decodes the write and rewrite answers without repeating
-        more than N (at most ``MAX_COPIED_WORDS``) consecutive words of the document (:class:`~syntra_dspy.copying.CopyGuard`;
-        greedy calls only, so the first write call and the rewrites, not the sampled retries)."""
+        more than N (at most ``MAX_COPIED_WORDS``) consecutive words of the document
+        (:class:`~syntra_dspy.copying.CopyGuard`; greedy calls only: the first write call and the rewrites, not the
+        sampled retries)."""
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.query_language()
         form = self.query_form()

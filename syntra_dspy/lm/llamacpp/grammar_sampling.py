@@ -9,8 +9,8 @@ the whole vocabulary and picks again: the way llama.cpp's own command-line sampl
 token for token (the best token the grammar allows is the best token when the grammar allows the best token), so
 it applies to greedy requests only; a sampled request keeps llama-cpp-python's chain, whose distribution it is.
 
-A request may also carry a :class:`~syntra_dspy.copying.CopyGuard` (``syntra produce --copy-guard``): a chosen token
-that would make a query repeat more than ten consecutive words of its document is refused like one the grammar
+A request may also carry a :class:`~syntra_dspy.copying.CopyGuard` (``syntra produce --copy-guard N``): a chosen
+token that would make a query repeat more than N consecutive words of its document is refused like one the grammar
 refuses, and the best token left is taken. That changes the answer (on purpose); it acts on greedy requests under a
 grammar only, the ones this sampler decodes.
 
