@@ -2,7 +2,9 @@
 prompt and generated tokens per record, grading calls the judge skipped, and the labels and records that differ.
 
 Each side runs ``syntra produce`` in this process into a fresh run store (same artifact, same selected documents,
-DSPy's cache off) and is exported with the default options. LM time is what the run store's ``usage`` table says
+DSPy's cache off) and is exported with the default options. The sides take turns, one document at a time, the first
+side first on odd documents and last on even ones, so a drift of the machine's speed weighs on both
+(``--one-side-at-a-time`` runs each side whole, as ``cascade_grades=@before`` needs). LM time is what the run store's ``usage`` table says
 the calls took. The generator is:
 
 * ``scripted`` (default): the bundled scripted brain behind a loopback OpenAI-compatible server that answers after
@@ -36,8 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,37 @@ def run_side(side: int, label: str, settings: dict[str, Any], artifact: Path, wo
     summary = produce(artifact, store, generator=generator, progress=False, **common, **settings)
     return side_row(label, settings, store, wall=time.perf_counter() - wall,
                     documents=summary.documents["done"] + summary.documents["partial"])
+
+
+def _planned(store: Path) -> int:
+    """How many documents a side's store plans (0: no store yet)."""
+    if not store.is_file():
+        return 0
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+
+
+def run_in_turn(sides: list[tuple[str, dict[str, Any]]], artifact: Path, work: Path,
+                generator: Callable[[], AbstractContextManager[Any]], common: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every side one document at a time, in turn, the first side first on odd documents and last on even ones
+    (ABBA): a machine that slows down or speeds up during the run (6-7% between the halves of one SciFact run, on the
+    same calls) then weighs on both sides alike, not on the side that ran second. Each side's store plans one more
+    document each turn (the diverse selection of k+1 documents starts with that of k); an interrupted run resumes."""
+    from syntra_dspy.production import produce
+
+    stores = [work / f"{_stem(side, label)}.db" for side, (label, _) in enumerate(sides, start=1)]
+    walls = [0.0] * len(sides)
+    for k in range(1, int(common["docs"]) + 1):
+        order = range(len(sides)) if k % 2 else reversed(range(len(sides)))
+        for i in order:
+            started = time.perf_counter()
+            with generator() as lm:
+                produce(artifact, stores[i], generator=lm, progress=False,
+                        **{**common, "docs": max(k, _planned(stores[i]))}, **sides[i][1])
+            walls[i] += time.perf_counter() - started
+        print(f"document {k} of {common['docs']} done on every side", flush=True)
+    return [side_row(label, settings, store, wall=wall)
+            for (label, settings), store, wall in zip(sides, stores, walls)]
 
 
 def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float | None = None,
@@ -312,12 +345,11 @@ def _paired_lines(base: dict[str, Any], row: dict[str, Any]) -> list[str]:
     paired = row.get("paired") or {}
     if paired.get("documents", 0) >= 2:
         p = paired.get("wilcoxon_p")
-        lines += [f"- per document, wall seconds after/before: {paired['ratio']:.2f} "
-                  f"(sum {paired['seconds_before']:,.0f}"
-                  f" -> {paired['seconds_after']:,.0f} s over the {paired['documents']} documents both finished; "
-                  f"bootstrap 95% interval over documents [{paired['ratio_ci95'][0]:.2f}, "
-                  f"{paired['ratio_ci95'][1]:.2f}]; Wilcoxon signed-rank p {_f(p, '.3f')}); records on them "
-                  f"{paired['records_before']} -> {paired['records_after']}"]
+        lines.append(f"- per document, wall seconds after/before: {paired['ratio']:.2f} "
+                     f"(sum {paired['seconds_before']:,.0f} -> {paired['seconds_after']:,.0f} s over the "
+                     f"{paired['documents']} documents both finished; bootstrap 95% interval over documents "
+                     f"[{paired['ratio_ci95'][0]:.2f}, {paired['ratio_ci95'][1]:.2f}]; Wilcoxon signed-rank p "
+                     f"{_f(p, '.3f')}); records on them {paired['records_before']} -> {paired['records_after']}")
     for side in (base, row):
         checks = side.get("writing") or {}
         first = checks.get("first_answer") or {}
@@ -376,6 +408,9 @@ def main() -> int:
         "its stores cannot be resumed)"))
     ap.add_argument("--out", type=Path, default=RESULTS / "paired_produce")
     ap.add_argument("--no-write", action="store_true", help="print the table instead of writing --out")
+    ap.add_argument("--one-side-at-a-time", action="store_true", help=(
+        "run each side's documents before the next side's (the default takes the sides in turn, one document at a "
+        "time, so drift of the machine's speed weighs on both; cascade_grades=@before always runs this way)"))
     ap.add_argument("--report-only", action="store_true", help=(
         "make the report again from the stores an earlier run of the same command left under --work (no LM call)"))
     args = ap.parse_args()
@@ -402,21 +437,27 @@ def main() -> int:
         elif args.corpus is not None:
             common["corpus"] = args.corpus
         rows: list[dict[str, Any]] = []
-        for side, (label, settings) in enumerate(sides, start=1):
-            if settings.get("cascade_grades") == "@before":  # a margin learned from the first run's grades
-                settings = {**settings, "cascade_grades": Path(rows[0]["store"])}
-            if args.report_only:
+        learns_from_first = any(settings.get("cascade_grades") == "@before" for _, settings in sides)
+        if args.report_only:
+            for side, (label, settings) in enumerate(sides, start=1):
                 store = work / f"{_stem(side, label)}.db"
                 if not store.is_file():
                     ap.error(f"--report-only: {store} is not there; give the --work of the run that made it")
                 rows.append(side_row(label, settings, store))
-            else:
+        elif args.one_side_at_a_time or learns_from_first:  # a margin learned from the first run needs all of it
+            for side, (label, settings) in enumerate(sides, start=1):
+                if settings.get("cascade_grades") == "@before":  # a margin learned from the first run's grades
+                    settings = {**settings, "cascade_grades": Path(rows[0]["store"])}
                 with generator_for(args.generator, args.latency, Path(artifact)) as generator:
                     rows.append(run_side(side, label, settings, artifact, work, generator, common))
-            if len(rows) > 1:
-                rows[-1]["compare"] = compare(rows[0], rows[-1])
-                rows[-1]["paired"] = paired_documents(rows[0], rows[-1])
-            print(f"{label}: {rows[-1]['records']} records, {rows[-1]['calls']} calls", flush=True)
+        else:
+            rows = run_in_turn(sides, artifact, work, lambda: generator_for(args.generator, args.latency,
+                                                                            Path(artifact)), common)
+        for row in rows[1:]:
+            row["compare"] = compare(rows[0], row)
+            row["paired"] = paired_documents(rows[0], row)
+        for row in rows:
+            print(f"{row['label']}: {row['records']} records, {row['calls']} calls", flush=True)
         lines = report(args, Path(artifact), rows)
     print("\n".join(lines))
     if not args.no_write:

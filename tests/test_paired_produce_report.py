@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from conftest import REPO
 
 if str(REPO) not in sys.path:
@@ -61,7 +60,7 @@ def test_the_report_shows_each_side_against_the_first_by_document_by_step_and_by
     assert "per document, wall seconds after/before: 0.92 (sum 600 -> 550 s over the 3 documents" in text
     assert "write step, before: 7 of 16 first answers kept (rejected: copy 7, question 2); 3 rewrite calls" in text
     assert "write step, after: 10 of 16 first answers kept (rejected: copy 6)" in text
-    steps = [line for line in lines if line.startswith("| extract") or line.startswith("| write")]
+    steps = [line for line in lines if line.startswith(("| extract", "| write"))]
     assert steps == ["| extract | 2 -> 2 | 500 -> 250 | 0.50 | 100 -> 100 | 10 -> 10 |",  # the costliest first
                      "| write | 2 -> 2 | 400 -> 300 | 0.75 | 100 -> 100 | 10 -> 10 |"]
 
@@ -75,3 +74,35 @@ def test_the_report_says_how_close_each_sides_queries_stay_to_their_abstracts():
     assert "queries, before: 4; BM25 ranks the source first for 75%; consecutive words copied from the source: " \
            "median 3, 0 copy 7 or more" in text
     assert "queries, after: 5; BM25 ranks the source first for 100%" in text and "median 7, 3 copy 7 or more" in text
+
+
+def test_sides_take_turns_one_document_at_a_time_and_a_rerun_resumes(tmp_path, monkeypatch):
+    """ABBA order (a drift of the machine's speed weighs on both sides), one more planned document a turn, and a
+    side whose store already plans more is asked for what it plans (a resumed run is not refused)."""
+    import sqlite3
+    from contextlib import nullcontext
+
+    import benchmarks.paired_produce as paired
+    from syntra_dspy import production
+
+    calls: list[tuple[str, int]] = []
+
+    def fake_produce(artifact, store, *, docs, **kwargs):
+        calls.append((store.name[0], docs))
+        with sqlite3.connect(store) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS documents (doc_id TEXT)")
+            have = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+            conn.executemany("INSERT INTO documents VALUES (?)", [(str(i),) for i in range(have, docs)])
+
+    monkeypatch.setattr(production, "produce", fake_produce)
+    monkeypatch.setattr(paired, "side_row", lambda label, settings, store, wall: {"label": label, "wall": wall})
+    sides = [("before", {}), ("after", {"hide_copied": True})]
+    rows = paired.run_in_turn(sides, tmp_path / "art", tmp_path, nullcontext, {"docs": 3})
+    assert calls == [("1", 1), ("2", 1), ("2", 2), ("1", 2), ("1", 3), ("2", 3)]
+    assert [r["label"] for r in rows] == ["before", "after"]
+
+    calls.clear()
+    with sqlite3.connect(tmp_path / "2-after.db") as conn:  # the second side got one document further
+        conn.execute("INSERT INTO documents VALUES ('3')")
+    paired.run_in_turn(sides, tmp_path / "art", tmp_path, nullcontext, {"docs": 4})
+    assert calls[:2] == [("1", 3), ("2", 4)]  # never fewer than a store plans: each resumes where it stopped
