@@ -98,9 +98,11 @@ def test_whatever_the_writer_wants_the_decoded_query_passes_the_check(seed):
             wanted += [" " + word[:cut], word[cut:]] if cut < len(word) else [" " + word]
     wanted.append('"}]}')
     guard = CopyGuard(DOCUMENT)
-    text, _ = decode(guard, wanted, instead=rng.choice([" so", " thus", ","]))
+    text, refused = decode(guard, wanted, instead=rng.choice([" so", " thus", ","]))
     query = json.loads(text)["queries"][0]["query"]
     assert longest_copy(query, DOCUMENT)[1] <= MAX_COPIED_WORDS
+    unguarded = json.loads("".join(wanted))["queries"][0]["query"]
+    assert (refused > 0) == (longest_copy(unguarded, DOCUMENT)[1] > MAX_COPIED_WORDS)  # acts when needed, only then
 
 
 def test_the_mark_rides_in_a_fields_schema_and_is_taken_out_whole():
