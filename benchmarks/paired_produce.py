@@ -75,7 +75,11 @@ def compile_mini(root: Path, feature: str) -> Path:
     Scored by E alone, the first annotation instruction misses the compile's kappa target, so the loop refines it and
     the scripted judge then grades by the words a candidate shares with the query (production finds positives); the
     calibration is then refitted with ``feature`` on the grades the artifact keeps (``syntra artifacts recalibrate``,
-    no call), which also lets a margin cascade learn from them."""
+    no call), which also lets a margin cascade learn from them. Compiled once per ``root``: a rerun with the same
+    ``--work`` takes the same artifact, so the stores made from it resume."""
+    marker = root / f"artifact-{feature}.txt"
+    if marker.is_file() and Path(marker.read_text(encoding="utf-8").strip()).is_dir():
+        return Path(marker.read_text(encoding="utf-8").strip())
     from syntra_dspy.compiler import compile_task
     from syntra_dspy.lm.roles import LMRoles
     from syntra_dspy.optimizers import CompileSettings
@@ -86,7 +90,10 @@ def compile_mini(root: Path, feature: str) -> Path:
     settings = CompileSettings(sample_docs=3, selection_target=20, judge="graded", judge_feature="expected")
     path = compile_task(MINI_TASK, out=root / "artifacts", lms=LMRoles(generator=lm, verifier=lm, refiner=lm),
                         index_dir=root / "index", settings=settings).path
-    return path if feature == "expected" else recalibrate_artifact(path, root / "artifacts", feature=feature)
+    if feature != "expected":
+        path = recalibrate_artifact(path, root / "artifacts", feature=feature)
+    marker.write_text(f"{path}\n", encoding="utf-8")
+    return path
 
 
 @contextmanager
@@ -404,8 +411,7 @@ def main() -> int:
                     help="another run's settings (repeat for more runs)")
     ap.add_argument("--work", type=Path, help=(
         "where the stores and exports go (default: a new temporary folder); run the same command with the same "
-        "--work and --artifact to resume an interrupted run (the scripted mini task is compiled anew each time, so "
-        "its stores cannot be resumed)"))
+        "--work (and --artifact) to resume an interrupted run"))
     ap.add_argument("--out", type=Path, default=RESULTS / "paired_produce")
     ap.add_argument("--no-write", action="store_true", help="print the table instead of writing --out")
     ap.add_argument("--one-side-at-a-time", action="store_true", help=(

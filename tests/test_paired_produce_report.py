@@ -4,6 +4,7 @@ ratio, interval and test are taken over documents, and the per-step table says w
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -106,3 +107,24 @@ def test_sides_take_turns_one_document_at_a_time_and_a_rerun_resumes(tmp_path, m
         conn.execute("INSERT INTO documents VALUES ('3')")
     paired.run_in_turn(sides, tmp_path / "art", tmp_path, nullcontext, {"docs": 4})
     assert calls[:2] == [("1", 3), ("2", 4)]  # never fewer than a store plans: each resumes where it stopped
+
+
+def test_the_scripted_mini_task_is_compiled_once_per_work_folder(tmp_path, monkeypatch):
+    """A rerun with the same --work takes the artifact its stores were made from, so they resume."""
+    from types import SimpleNamespace
+
+    import benchmarks.paired_produce as paired
+    from syntra_dspy import compiler
+
+    compiled: list[Path] = []
+
+    def fake_compile(task, *, out, **kwargs):
+        path = out / "mini" / f"v{len(compiled)}"
+        path.mkdir(parents=True)
+        compiled.append(path)
+        return SimpleNamespace(path=path)
+
+    monkeypatch.setattr(compiler, "compile_task", fake_compile)
+    first = paired.compile_mini(tmp_path / "mini", "expected")
+    again = paired.compile_mini(tmp_path / "mini", "expected")
+    assert first == again == compiled[0] and len(compiled) == 1
