@@ -157,9 +157,8 @@ def run_side(side: int, label: str, settings: dict[str, Any], artifact: Path, wo
 
     store = work / f"{_stem(side, label)}.db"
     wall = time.perf_counter()
-    summary = produce(artifact, store, generator=generator, progress=False, **common, **settings)
-    return side_row(label, settings, store, wall=time.perf_counter() - wall,
-                    documents=summary.documents["done"] + summary.documents["partial"])
+    produce(artifact, store, generator=generator, progress=False, **common, **settings)
+    return side_row(label, settings, store, wall=time.perf_counter() - wall)
 
 
 def _planned(store: Path) -> int:
@@ -193,8 +192,7 @@ def run_in_turn(sides: list[tuple[str, dict[str, Any]]], artifact: Path, work: P
             for (label, settings), store, wall in zip(sides, stores, walls)]
 
 
-def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float | None = None,
-             documents: int | None = None) -> dict[str, Any]:
+def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float | None = None) -> dict[str, Any]:
     """A side's figures, all read from its run store (exported again with the default options): what the report
     says of it, so a report can be made again from the stores alone (``--report-only``)."""
     from syntra_dspy.copying import longest_copy
@@ -221,8 +219,7 @@ def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float |
     records = exported.records
     per = (lambda v: v / records) if records else (lambda v: None)
     stats = compute_stats(store)
-    if documents is None:
-        documents = sum(d["status"] in ("done", "partial") for d in per_document.values())
+    documents = sum(d["status"] in ("done", "partial") for d in per_document.values())
     return {
         "label": label, "settings": settings, "store": str(store), "export": str(out),
         "documents": documents, "queries": stats["queries"],
