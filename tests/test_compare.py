@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import random
+from types import SimpleNamespace
 
 import pytest
 from helpers import MINI_TASK, scripted_roles
@@ -135,6 +137,26 @@ def test_reports_name_every_artifact_version(compared):
     assert "- self-improve κ " in md and "of human (" in md and "Without an LLM, on the same pairs: cosine AUC" in md
     assert "| 1 | self-improve |" in md and "binary κ" in md and "training-label precision" in md
     assert "- human, reviews: recorded terminal session `" in md and "- human, calibration labels: none" in md
+
+
+def test_a_row_with_an_earlier_rows_grading_prompt_is_scored_without_grading_again(compared):
+    """Rows that grade with the same prompt make the same model call; the later one calibrates the earlier one's
+    grades (asked once), and the report says which judges are identical and where grades came from."""
+    result, out = compared["result"], compared["root"] / "out"
+    by = {r.strategy: r for r in result.strategies}
+    grading = {r.strategy: r.judge_record["grade_prompt"] for r in result.strategies}
+    assert grading["human"] == grading["self-improve"] != grading["none"]  # the mini task's scripted compiles
+    assert by["human"].metrics["annotation"]["grades_from"] == "self-improve"
+    assert "grades_from" not in by["self-improve"].metrics["annotation"]
+    assert by["self-improve"].scoring_cost["calls"] - by["human"].scoring_cost["calls"] == result.heldout["pairs"]
+    # the human row's judge is self-improve's (no people's labels here): the same labels, by construction
+    assert by["human"].judge_record["id"] == by["self-improve"].judge_record["id"] != by["none"].judge_record["id"]
+    assert [x["predicted"] for x in by["human"].metrics["labels"]] == \
+        [x["predicted"] for x in by["self-improve"].metrics["labels"]]
+    md = (out / "comparison.md").read_text()
+    assert "Identical judges (same prompt and calibration" in md and ": self-improve and human." in md
+    assert "## The judges" in md and "| calibrated from self-improve (same prompt) |" in md
+    assert "| none | `" in md and "not run (drafted instruction kept)" in md
 
 
 def test_report_paths_are_relative_to_the_working_directory(tmp_path, monkeypatch):
@@ -359,3 +381,36 @@ def test_held_out_pairs_on_a_calibration_query_are_refused():
     check_apart(items, ["Another claim."])
     with pytest.raises(ConfigError, match="1 held-out query is also a compile's calibration or few-shot query"):
         check_apart(items, ["blm gene encodes  RecQ-class DNA helicase."])
+
+
+def test_a_row_calibrating_another_rows_grades_labels_as_if_it_had_graded_them():
+    """A comparison row whose grading prompt is an earlier row's takes that row's grades of the held-out pairs: its
+    own (list-relative) calibration then gives exactly the labels and scores it would give by grading again, with
+    no grading call."""
+    from test_judge_cascade import HYBRID, Program
+
+    from syntra_dspy.comparison.heldout import JudgedItem
+    from syntra_dspy.comparison.scoring import SharedGrades, label_items
+
+    rng = random.Random(3)
+    texts = {f"d{n}": f"{rng.uniform(0, 3):.3f}" for n in range(12)}
+    items = [JudgedItem(f"q{n // 4}", f"claim {n // 4}", f"d{n}", "positive" if n % 4 == 0 else "hard_negative",
+                        "judged", listed=n % 4 != 3) for n in range(12)]
+    corpus = {d: SimpleNamespace(content=t) for d, t in texts.items()}
+    cosine = {d: rng.uniform(0.2, 0.8) for d in texts}
+    bm25 = SimpleNamespace(scores=lambda query, ids: [float(i[1:]) for i in ids])
+    kwargs = {"chunk_size": 1, "similarity": lambda q, d: cosine[d], "lexical": bm25}
+
+    first = label_items(Program(HYBRID), items, corpus, **kwargs)
+    labels = [{"query_id": i.query_id, "doc_id": i.doc_id, "grade": j.grade.to_dict()} for i, j in zip(items, first)]
+    shared = SharedGrades.of_labels("self-improve", labels)
+    # another calibration, the same grading prompt: its own labels, no call
+    other = HYBRID.model_copy(update={"positive_threshold": 2.0, "hard_threshold": -3.0})
+    asked, graded = Program(other), label_items(Program(other), items, corpus, **kwargs)
+    reused = label_items(asked, items, corpus, grades=shared.grades, **kwargs)
+    assert asked.asked == [] and reused == graded
+    assert [j.klass for j in reused] != [j.klass for j in first]  # the calibration, not the grades, decides
+    # a pair the earlier row could not grade is graded now, and its query's list is settled as a whole
+    partial = {k: v for k, v in shared.grades.items() if k != ("q1", "d5")}
+    asked = Program(other)
+    assert label_items(asked, items, corpus, grades=partial, **kwargs) == graded and asked.asked == [texts["d5"]]

@@ -17,13 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.artifacts import Artifact, load_artifact
+from syntra_dspy.artifacts import Artifact, load_artifact, render_prompts
 from syntra_dspy.artifacts.manifest import Manifest
 from syntra_dspy.comparison.checkpoints import RowCheckpoints, fingerprint
 from syntra_dspy.comparison.heldout import HeldoutMaterial, annotation_items, check_apart, fresh_documents
 from syntra_dspy.comparison.ranking import REFERENCE, RankingRule, rank
 from syntra_dspy.comparison.report import shown_path
-from syntra_dspy.comparison.scoring import HeldoutScorer, normalized_quality, reference_ranking
+from syntra_dspy.comparison.scoring import (
+    HeldoutScorer,
+    SharedGrades,
+    grading_key,
+    normalized_quality,
+    reference_ranking,
+)
 from syntra_dspy.comparison.settings import CompareConfig
 from syntra_dspy.evaluation.exclude import normalize_query
 from syntra_dspy.judging.candidates import lexical_witness
@@ -56,6 +62,7 @@ class StrategyResult:
     human_decisions: dict[str, Any] = field(default_factory=dict)  # where labels and reviews came from
     kind: str = ""  # the strategy compiled, when the row's label (``strategy``) is another name
     judge: str = ""  # the judge the artifact holds: graded or written
+    judge_record: dict[str, Any] = field(default_factory=dict)  # what decides its labels (:func:`judge_record`)
     kappa_ci: list[float | None] | None = None  # 95% bootstrap interval of the binary kappa, over queries
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,7 +118,34 @@ def _row(label: str, strategy: str, artifact: Artifact, metrics: dict[str, Any] 
                           compile_cost(artifact.meta), metrics or {}, scoring_cost or {},
                           program_id=artifact.program_id,
                           human_decisions=human_decisions(artifact.meta),
-                          kind=strategy if strategy != label else "", judge=judge_mode(artifact.program))
+                          kind=strategy if strategy != label else "", judge=judge_mode(artifact.program),
+                          judge_record=judge_record(artifact))
+
+
+def judge_record(artifact: Artifact) -> dict[str, Any]:
+    """What decides the labels a row gives, for the report: ``id``, shared by artifacts that label every pair alike
+    (the same prompt, document clip and calibration); ``grading_prompt``, shared by graded judges that make the
+    same model call (their rows differ only in calibration); what the calibration was fitted on; and how the
+    compile's annotation loop ended (attempts, stop reason, the last score against its threshold)."""
+    program = artifact.program
+    calibration = program.state.judge
+    step = "grade" if judge_mode(program) == "graded" else "annotate"
+    prompt = render_prompts(program)[step]["system_prompt_sha256"]
+    out: dict[str, Any] = {
+        "id": fingerprint(prompt, program.max_doc_chars,
+                          calibration.model_dump(mode="json") if calibration is not None else None)[:12],
+        f"{step}_prompt": prompt[:12]}
+    summary = calibration.summary if calibration is not None else None
+    if summary is not None:
+        out["calibrated_on"] = {"queries": summary.queries, "candidates": summary.candidates,
+                                "people": summary.sources.get("human", 0), "binary_kappa": summary.binary_kappa}
+    loop = next((s for s in artifact.meta.history if s.name == "annotation_instruction"), None)
+    if loop is not None:
+        last = loop.attempts[-1] if loop.attempts else None
+        out["loop"] = {"attempts": len(loop.attempts), "kept": loop.kept, "passed": loop.passed,
+                       "stop_reason": loop.stop_reason, "score": last.score if last else None,
+                       "threshold": getattr(loop, "threshold", None)}
+    return out
 
 
 def compile_cost(meta: Manifest) -> dict[str, Any]:
@@ -226,20 +260,29 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
     material_key = fingerprint(material.to_dict())
 
     results = []
+    shared: dict[str, SharedGrades] = {}  # grading key -> the grades the first row with that grading prompt made
     for (label, strategy), artifact in zip(rows, compiled):
+        key = grading_key(artifact.program)
         earlier = marks[label].result(label, material_key)
         if earlier is not None:
             logger.info("compare %s: %s was scored by an earlier run on the same held-out material", spec.name, label)
-            results.append(StrategyResult(**earlier))
-            continue
-        meter = UsageMeter()
-        started = time.perf_counter()
-        metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(
-            artifact, material, corpus, similarity=context.similarity, lexical=lexical)
-        cost = meter.total()
-        cost["seconds_wall"] = round(time.perf_counter() - started, 3)
-        results.append(_row(label, strategy, artifact, metrics, cost))
-        marks[label].scored(label, artifact.path, material_key, results[-1].to_dict())
+            results.append(StrategyResult(**{**earlier, "judge_record": judge_record(artifact)}))
+        else:
+            meter = UsageMeter()
+            started = time.perf_counter()
+            grades = shared.get(key) if key is not None else None
+            if grades is not None:
+                logger.info("compare %s: %s grades with %s's grading prompt; calibrating %s's grades of the held-out "
+                            "pairs instead of asking again", spec.name, label, grades.row, grades.row)
+            metrics = HeldoutScorer(lms=roles, settings=settings, meter=meter).score(
+                artifact, material, corpus, similarity=context.similarity, lexical=lexical, grades=grades)
+            cost = meter.total()
+            cost["seconds_wall"] = round(time.perf_counter() - started, 3)
+            results.append(_row(label, strategy, artifact, metrics, cost))
+            marks[label].scored(label, artifact.path, material_key, results[-1].to_dict())
+        made = SharedGrades.of_labels(label, results[-1].metrics.get("labels") or [])
+        if key is not None and key not in shared and made.grades:
+            shared[key] = made
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream

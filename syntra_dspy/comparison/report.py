@@ -70,9 +70,66 @@ def verdict(result: Any) -> list[str]:
         cost = r.compile_cost
         parts.append(f"{_row_name(r)} κ {_with_ci(kappa, getattr(r, 'kappa_ci', None))}{where}; compile "
                      f"{cost.get('calls', 0)} LM calls, {_f(cost.get('seconds', 0) / 60, 0)} min")
+    same = same_judges(ranked)
     return [f"Binary κ against people's judgments on {held.get('pairs', 0)} held-out pairs over "
             f"{held.get('queries', 0)} queries no compile used (95% bootstrap intervals over queries; each row "
-            f"against {reference}, paired):", "", *[f"- {part}" for part in parts]]
+            f"against {reference}, paired):", "", *[f"- {part}" for part in parts], *(["", *same] if same else [])]
+
+
+def _names(rows: list[Any]) -> str:
+    names = [_row_name(r) for r in rows]
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+
+
+def same_judges(ranked: list[Any]) -> list[str]:
+    """One sentence naming the rows whose judges are identical (prompt, document clip and calibration): their labels
+    agree on every pair by construction, so between them only extraction and query writing can differ."""
+    groups: dict[str, list[Any]] = {}
+    for r in ranked:
+        if (getattr(r, "judge_record", None) or {}).get("id"):
+            groups.setdefault(r.judge_record["id"], []).append(r)
+    shared = [rows for rows in groups.values() if len(rows) > 1]
+    if not shared:
+        return []
+    return ["Identical judges (same prompt and calibration, so the same label on every pair; only extraction and "
+            "query writing differ between them): " + "; ".join(_names(rows) for rows in shared) + "."]
+
+
+def _loop(record: dict[str, Any]) -> str:
+    loop = record.get("loop")
+    if not loop:
+        return "n/a"
+    if loop.get("stop_reason") == "not_evaluated":
+        return "not run (drafted instruction kept)"
+    score, threshold = loop.get("score"), loop.get("threshold")
+    against = f" ({_f(score)} vs {_f(threshold)})" if score is not None and threshold is not None else ""
+    return (f"{loop.get('stop_reason')} after {loop.get('attempts')} attempt(s), kept {loop.get('kept')}"
+            f"{against}")
+
+
+def judges_section(ranked: list[Any]) -> list[str]:
+    """What decides each row's labels: its judge (an id shared by identical judges), its grading prompt (shared by
+    judges that make the same model call), what its calibration was fitted on, and how its annotation loop ended."""
+    records = [(r, getattr(r, "judge_record", None) or {}) for r in ranked]
+    if not any(rec for _, rec in records):
+        return []
+    lines = ["", "## The judges", "",
+             "| strategy | judge id | prompt | calibrated on | κ there (binary) | annotation loop | grades |",
+             "|---|---|---|---|---|---|---|"]
+    for r, rec in records:
+        cal = rec.get("calibrated_on") or {}
+        fitted = (f"{cal['queries']} queries ({cal['people']} judged by people), {cal['candidates']} candidates"
+                  if cal else "n/a (written judge)")
+        prompt = rec.get("grade_prompt") or rec.get("annotate_prompt")
+        shared = ((r.metrics.get("annotation") or {}).get("grades_from"))
+        lines.append(f"| {_row_name(r)} | `{rec.get('id', 'n/a')}` | `{prompt or 'n/a'}` | {fitted} | "
+                     f"{_f(cal.get('binary_kappa'))} | {_loop(rec)} | "
+                     f"{f'calibrated from {shared} (same prompt)' if shared else 'graded'} |")
+    lines += ["", "A row whose grading prompt is an earlier row's (the same model call) calibrates that row's grades of "
+                  "the held-out pairs instead of asking the model again: the labels are the ones grading again would "
+                  "give, and its scoring cost leaves those calls out. κ there: the calibration's agreement on what it "
+                  "was fitted on (in sample, not a held-out figure)."]
+    return lines
 
 
 def markdown(result: Any) -> str:
@@ -157,6 +214,7 @@ def markdown(result: Any) -> str:
                              f"{reviews['reviewer']}")
             elif reviews:
                 lines.append(f"- {r.strategy}, reviews: {reviews['source']}")
+    lines += judges_section(ranked)
     lines += ["", "## Artifacts", "", "| strategy | version | program id | checksum | path |", "|---|---|---|---|---|"]
     lines += [f"| {_row_name(r)} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |"
               for r in ranked]

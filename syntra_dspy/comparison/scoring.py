@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from statistics import mean
 from typing import Any
 
 import dspy
 
-from syntra_dspy.artifacts import Artifact
+from syntra_dspy.artifacts import Artifact, render_prompts
 from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.agreement import label_agreement
 from syntra_dspy.judging.calibration import roc_auc
-from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge
+from syntra_dspy.judging.grading import Grade
+from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge, judge_mode
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.optimizers.text import clean_text, verifier_score
@@ -56,9 +58,12 @@ class HeldoutScorer:
             return fn(*args, **kwargs)
 
     def score(self, artifact: Artifact, material: HeldoutMaterial, corpus: Any,
-              similarity: Callable[[str, str], float] | None = None, lexical: Any = None) -> dict[str, Any]:
+              similarity: Callable[[str, str], float] | None = None, lexical: Any = None,
+              grades: SharedGrades | None = None) -> dict[str, Any]:
         """Verifier scores on fresh documents and, when the material has pairs, annotation agreement and (graded
-        judge) ranking. ``lexical``: BM25 over the corpus (``scores(query, doc_ids)``), for a hybrid judge."""
+        judge) ranking. ``lexical``: BM25 over the corpus (``scores(query, doc_ids)``), for a hybrid judge.
+        ``grades``: another row's grades of the same pairs, made with this artifact's grading prompt (the same model
+        call), which this artifact's judge calibrates instead of asking again."""
         program = artifact.program
         task = ctx.task_context(program.state.task_definition)
         golden = ctx.example_queries(program.state.examples)
@@ -95,26 +100,56 @@ class HeldoutScorer:
         }
         if material.items:
             logger.info("held-out scoring of %s: labelling %d held-out pairs", artifact.version, len(material.items))
+            known = grades.grades if grades is not None else None
             with self._stage("heldout_annotation"):
                 judged = self._generating(label_items, program, material.items, corpus,
-                                          chunk_size=self.settings.chunk_size, similarity=similarity, lexical=lexical)
+                                          chunk_size=self.settings.chunk_size, similarity=similarity, lexical=lexical,
+                                          grades=known)
             gold = [item.gold for item in material.items]
             predicted = [None if j is None else j.klass for j in judged]
             result["annotation"] = {**label_agreement(gold, predicted), "ranking": ranking(gold, judged)}
+            if grades is not None:
+                result["annotation"]["grades_from"] = grades.row
             result["labels"] = [{"query_id": i.query_id, "doc_id": i.doc_id, "gold": i.gold, "source": i.source,
                                  "predicted": None if j is None else j.klass,
                                  "score": None if j is None else j.score,
-                                 "expected": None if j is None or j.grade is None else j.grade.expected}
+                                 "expected": None if j is None or j.grade is None else j.grade.expected,
+                                 **({"grade": j.grade.to_dict()} if j is not None and j.grade is not None else {})}
                                 for i, j in zip(material.items, judged)]
         logger.info("held-out scoring of %s done in %.0f s", artifact.version, time.perf_counter() - started)
         return result
 
 
+@dataclass(frozen=True)
+class SharedGrades:
+    """The grades a scored row's judge made of the held-out pairs (by query and document id), for a later row whose
+    grading prompt is the same: ``row`` names the row they were made for."""
+
+    row: str
+    grades: Mapping[tuple[str, str], Grade]
+
+    @classmethod
+    def of_labels(cls, row: str, labels: Sequence[Mapping[str, Any]]) -> SharedGrades:
+        """From a scored row's ``labels`` (the items it graded; a written judge's rows hold none)."""
+        return cls(row, {(x["query_id"], x["doc_id"]): Grade.from_dict(x["grade"]) for x in labels if x.get("grade")})
+
+
+def grading_key(program: Any) -> str | None:
+    """What makes two artifacts' grading calls the same call: the grading step's system prompt and the share of a
+    document it shows (None for a written judge, which labels in chunks and shares nothing)."""
+    if judge_mode(program) != "graded":
+        return None
+    return f"{render_prompts(program)['grade']['system_prompt_sha256']}:{program.max_doc_chars}"
+
+
 def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk_size: int,
-                similarity: Callable[[str, str], float] | None = None, lexical: Any = None) -> list[Judgment | None]:
+                similarity: Callable[[str, str], float] | None = None, lexical: Any = None,
+                grades: Mapping[tuple[str, str], Grade] | None = None) -> list[Judgment | None]:
     """The judgment the artifact's own judge (graded or written) makes of every item (None where annotation failed
     after its retries). ``similarity(query, doc_id)`` supplies the retriever's cosine a fused judge needs;
-    ``lexical`` (``scores(query, doc_ids)``) the BM25 score a hybrid one weighs."""
+    ``lexical`` (``scores(query, doc_ids)``) the BM25 score a hybrid one weighs. ``grades``: grades of some items
+    made with this program's grading prompt elsewhere; those items are calibrated, not graded again, and each
+    query's list is settled as a whole (a list-relative judge compares every candidate with the others)."""
     judge = RelevanceJudge(program, chunk_size=chunk_size)
     if judge.needs_lexical and lexical is None:
         raise ConfigError(f"this artifact's {judge.calibration.feature} judge weighs BM25 scores, which this corpus's "
@@ -130,7 +165,14 @@ def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk
         cands = [Candidate(corpus[items[n].doc_id].content,
                            similarity(query, items[n].doc_id) if similarity else None, listed=items[n].listed,
                            lexical=b) for n, b in zip(positions, bm25)]
-        for n, judgment in zip(positions, judge.judge_all(query, cands)):
+        if grades and judge.mode == "graded":
+            judged: list[Judgment | None] = [
+                judge.calibrate(grades[key], c) if (key := (items[n].query_id, items[n].doc_id)) in grades
+                else judge.judge_all(query, [c])[0] for n, c in zip(positions, cands)]
+            judged = judge.settle(cands, judged)
+        else:
+            judged = judge.judge_all(query, cands)
+        for n, judgment in zip(positions, judged):
             out[n] = judgment
     return out
 
