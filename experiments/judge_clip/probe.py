@@ -1,0 +1,195 @@
+"""Probe: does the graded judge agree with people as well when it is shown a shorter candidate? (issue 42)
+
+Grading is production's largest step on the embedded model (7.5 s and ~620 prompt tokens a call, most of them the
+candidate's text, clipped today at the compile's ``max_doc_chars``, 1,500 characters). This probe shows the judge
+at most ``--clip`` characters of every document instead and measures what that costs in agreement and saves in time:
+
+1. the artifact's calibration set, built as its compile built it (as ``syntra artifacts recalibrate`` does), is
+   graded at the shorter clip and the judge's score is refitted on those grades (same feature, same cut rule);
+2. the held-out candidates of an earlier ``syntra agreement`` run (``candidates.json``) are graded at the shorter
+   clip and labelled by the refitted judge; the full-clip side is that run's own judgments (``judgments.jsonl``),
+   settled again by the artifact's judge, so no full-clip grade is asked again;
+3. binary and three-class κ against people's qrels for both, the paired bootstrap over claims of short minus full;
+4. time and prompt tokens a grading call, side by side: ``--timing`` held-out candidates, each graded at both clips
+   with a call for another claim between the two (llama.cpp reuses the longest prefix of the previous prompt, so
+   the second call for the same candidate would otherwise reuse the first one's text), sides alternating first.
+
+DSPy's cache is off; grades are logged under ``--work`` as they are made (``judgments.jsonl``), so an interrupted
+probe resumes. Run from the repository root while nothing else uses the CPU:
+
+    PYTHONPATH=. python experiments/judge_clip/probe.py --clip 750 \\
+        --artifact artifacts/scifact/22e653baa2bb --corpus ../shared/data/scifact/corpus.jsonl \\
+        --run benchmarks/results/judge_agreement_weighted/seed2 --work ~/judge-clip-750 \\
+        --out experiments/judge_clip/clip-750.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from syntra_dspy.artifacts import load_artifact
+from syntra_dspy.judging.calibration import fit_calibration
+from syntra_dspy.judging.candidates import JudgedCandidate
+from syntra_dspy.judging.judge import RelevanceJudge
+from syntra_dspy.judging.measure import JudgmentLog, judge_candidates, paired_kappa_difference, score_judge
+from syntra_dspy.lm.roles import build_lm, prepare_lm
+from syntra_dspy.lm.usage import UsageMeter
+from syntra_dspy.production.setup import resolve_generator_spec
+from syntra_dspy.retrieval.corpus import read_corpus
+
+logger = logging.getLogger("judge_clip")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--clip", type=int, required=True, help="characters of a document the judge is shown")
+    p.add_argument("--artifact", default="artifacts/scifact/22e653baa2bb")
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--run", type=Path, required=True, help="a syntra agreement output folder (candidates, judgments)")
+    p.add_argument("--work", type=Path, required=True, help="where this probe's grades are logged (resumable)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--timing", type=int, default=40, help="held-out candidates graded at both clips for the timing")
+    p.add_argument("--generator", default="embedded")
+    p.add_argument("--queries", type=int, default=None, help="only the run's first N claims (a smoke run)")
+    return p.parse_args()
+
+
+def refit(art: Any, short: Any, lm: Any, work: Path) -> tuple[Any, dict[str, Any]]:
+    """The artifact's calibration set, built as its compile built it, graded at the short clip, and the judge
+    refitted on those grades (same feature); kept under ``work`` once made."""
+    from types import SimpleNamespace
+
+    from syntra_dspy.judging.calibration import CalibrationSample
+    from syntra_dspy.production.recalibrate import _graded_set
+
+    judge = art.program.state.judge
+    done = work / "calibration.json"
+    if done.exists():
+        samples = [CalibrationSample(**s) for s in json.loads(done.read_text())]
+    else:
+        settings = art.meta.optimizer
+        started = time.perf_counter()
+        samples, graded, _ = _graded_set(SimpleNamespace(meta=art.meta, program=short, path=art.path, task=art.task,
+                                                         version=f"{art.version} at the short clip"),
+                                         settings.get("calibration_labels"),
+                                         int(settings.get("calibration_queries") or 0), (), lm, None, UsageMeter(),
+                                         None)
+        logger.info("calibration set: %d candidates graded at the short clip (%.0f s)", graded,
+                    time.perf_counter() - started)
+        done.write_text(json.dumps([s.__dict__ for s in samples], indent=1) + "\n", encoding="utf-8")
+    fitted = fit_calibration(samples, feature=judge.feature)
+    return fitted, {"candidates": len(samples), "feature": fitted.feature,
+                    "binary_kappa": fitted.summary.binary_kappa, "positive_recall": fitted.summary.positive_recall,
+                    "original_candidates": judge.summary.candidates,
+                    "original_binary_kappa": judge.summary.binary_kappa,
+                    "original_positive_recall": judge.summary.positive_recall}
+
+
+def timing(full: Any, short: Any, candidates: list[JudgedCandidate], corpus: Any, lm: Any, n: int) -> dict[str, Any]:
+    """Seconds and prompt tokens a grading call at each clip, each candidate graded at both with another claim's
+    call in between (no shared prefix beyond the instruction), the side asked first alternating."""
+    by_query: dict[str, list[JudgedCandidate]] = {}
+    for c in candidates:
+        by_query.setdefault(c.query_id, []).append(c)
+    rng = random.Random(0)
+    queries = sorted(by_query)
+    rng.shuffle(queries)
+    picks = [rng.choice(by_query[q]) for q in queries]
+    picks = picks[: 2 * (min(n, len(picks)) // 2)]
+    calls: dict[str, list[tuple[float, int]]] = {"full": [], "short": []}
+
+    def grade(side: str, c: JudgedCandidate) -> None:
+        program = full if side == "full" else short
+        before = len(lm.history)
+        started = time.perf_counter()
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
+            program.grade_candidate(c.query, corpus[c.doc_id].content)
+        usage = lm.history[-1].get("usage") or {} if len(lm.history) > before else {}
+        calls[side].append((time.perf_counter() - started, int(usage.get("prompt_tokens", 0))))
+
+    for i in range(0, len(picks), 2):  # a b a b: candidate a at one clip, b at the other, then swapped
+        a, b = picks[i], picks[i + 1]
+        first, second = ("full", "short") if (i // 2) % 2 == 0 else ("short", "full")
+        grade(first, a), grade(second, b), grade(second, a), grade(first, b)
+    out: dict[str, Any] = {"candidates": len(picks)}
+    for side, rows in calls.items():
+        out[side] = {"seconds_per_call": sum(s for s, _ in rows) / len(rows),
+                     "prompt_tokens_per_call": sum(t for _, t in rows) / len(rows), "calls": len(rows)}
+    out["seconds_ratio"] = out["short"]["seconds_per_call"] / out["full"]["seconds_per_call"]
+    out["prompt_tokens_ratio"] = out["short"]["prompt_tokens_per_call"] / max(1e-9, out["full"]["prompt_tokens_per_call"])
+    return out
+
+
+def progress(total: int) -> Any:
+    count, started = [0], time.perf_counter()
+
+    def tick() -> None:
+        count[0] += 1
+        if count[0] % 25 == 0 or count[0] == total:
+            logger.info("held-out at the short clip: %d/%d candidates (%.0f s)", count[0], total,
+                        time.perf_counter() - started)
+
+    return tick
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    args.work.mkdir(parents=True, exist_ok=True)
+    art = load_artifact(args.artifact)
+    short = load_artifact(args.artifact).program
+    short.max_doc_chars = args.clip
+    corpus = read_corpus(args.corpus)
+    lm = build_lm(resolve_generator_spec(art.meta, args.generator), role="generator", cache=False)
+    prepare_lm(lm)
+    candidates = [JudgedCandidate(**c) for c in json.loads((args.run / "candidates.json").read_text())]
+    if args.queries is not None:
+        kept = list(dict.fromkeys(c.query_id for c in candidates))[: args.queries]
+        candidates = [c for c in candidates if c.query_id in kept]
+    log = JudgmentLog(args.work / "judgments.jsonl")
+    if not (args.work / "full.jsonl").exists():  # the earlier run's full-clip judgments, read as they are
+        shutil.copy(args.run / "judgments.jsonl", args.work / "full.jsonl")
+    full_log = JudgmentLog(args.work / "full.jsonl")
+    key = f"clip{args.clip}"
+    missing = sum(f"{art.version}|graded|{c.query_id}|{c.doc_id}" not in full_log.done for c in candidates)
+    if missing:
+        raise SystemExit(f"{missing} held-out candidates have no full-clip judgment of {art.version} in {args.run}")
+
+    fitted, calibration = refit(art, short, lm, args.work)
+    short_program = short.with_components(judge=fitted)
+    short_program.max_doc_chars = args.clip
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
+        full_rows = judge_candidates(RelevanceJudge(art.program), art.version, candidates, corpus=corpus,
+                                     log=full_log)
+        meter = UsageMeter()
+        started = time.perf_counter()
+        short_rows = judge_candidates(RelevanceJudge(short_program), key, candidates, corpus=corpus, log=log,
+                                      meter=meter, progress=progress(len(candidates)))
+    logger.info("held-out: %d candidates at clip %d (%.0f s)", len(candidates), args.clip,
+                time.perf_counter() - started)
+    report = {
+        "clip": args.clip, "full_clip": art.program.max_doc_chars, "artifact": art.version, "run": str(args.run),
+        "calibration": calibration,
+        "heldout": {"candidates": len(candidates), "queries": len({c.query_id for c in candidates}),
+                    "full": score_judge(candidates, full_rows), "short": score_judge(candidates, short_rows),
+                    "short_minus_full": paired_kappa_difference(candidates, full_rows, short_rows)},
+        "timing": timing(art.program, short_program, candidates, corpus, lm, args.timing),
+    }
+    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    h = report["heldout"]
+    print(f"clip {args.clip}: binary κ {h['full']['binary']['kappa']:.3f} -> {h['short']['binary']['kappa']:.3f} "
+          f"(difference {h['short_minus_full']['difference']:+.3f} {h['short_minus_full']['ci95']}); "
+          f"seconds a call x{report['timing']['seconds_ratio']:.2f}, prompt tokens x"
+          f"{report['timing']['prompt_tokens_ratio']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
