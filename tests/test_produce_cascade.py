@@ -160,6 +160,10 @@ def test_a_margin_is_learned_from_an_earlier_sessions_grades_when_the_artifact_k
         run.set_meta(artifact={"prompts_sha256": {"grade": "another prompt"}})
     with pytest.raises(ConfigError, match="graded with another prompt"):
         production_cascade(load_artifact(art).program, "margin", coverage=0.9, grades=other)
+    shorter = load_artifact(art).program  # the same prompt shown less of each document grades otherwise
+    shorter.max_doc_chars = 700
+    with pytest.raises(ConfigError, match="shown 1500 characters of each document, the artifact's is shown 700"):
+        production_cascade(shorter, "margin", coverage=0.9, grades=store)
 
 
 def test_the_command_line_sets_the_cascade():

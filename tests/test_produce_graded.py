@@ -232,6 +232,15 @@ def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_gradi
                                                                              "it states the claim's finding.")
     with pytest.raises(ConfigError, match="another prompt"):
         export_records(store, tmp_path / "other.jsonl", judge=stricter)
+    # nor one whose judge is shown another share of each document: the same prompt, other grades
+    from syntra_dspy.artifacts import save_artifact
+
+    manifest = {k: v for k, v in original.manifest.items()
+                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
+    clipped = save_artifact(original.program, {**manifest, "settings": {**manifest["settings"], "max_doc_chars": 700}},
+                            tmp_path / "clipped")
+    with pytest.raises(ConfigError, match="shown 1500 characters of each document, the artifact's is shown 700"):
+        export_records(store, tmp_path / "clipped.jsonl", judge=clipped)
 
 
 def test_export_carries_the_judges_grades_for_every_positive_and_negative(tmp_path_factory, minilm, tmp_path):

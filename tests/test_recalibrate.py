@@ -134,6 +134,16 @@ def test_an_agreement_comparison_reuses_the_grades_of_an_artifact_with_the_same_
     cut = recalibrated_rows(RelevanceJudge(load_artifact(derived).program), candidates, logged)
     assert Counter(label_class(r["judgment"]["label"]) for r in cut) == \
         Counter({k: v for k, v in report["judges"][second]["predicted"].items() if v})
+    # the same grading prompt shown less of each document is another model call: graded again, not shared
+    manifest = {k: v for k, v in load_artifact(derived).manifest.items()
+                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
+    clipped = save_artifact(load_artifact(derived).program,
+                            {**manifest, "settings": {**manifest["settings"], "max_doc_chars": 60}}, tmp_path / "clip")
+    brain = SyntraBrain()
+    report = measure_agreement([art, clipped], f"beir:{tmp_path / 'eval'}:test", n_queries=10, top_k=4,
+                               random_negatives=1, seed=3, out=tmp_path / "out", generator=scripted_lm(brain),
+                               index_dir=index)
+    assert brain.calls["grade"] == n and report["judges"][f"mini/{clipped.name}:graded"]["grades_from"] == []
 
 
 def test_a_written_judge_cannot_be_recalibrated(tmp_path_factory, tmp_path):

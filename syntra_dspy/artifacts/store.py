@@ -69,6 +69,15 @@ def render_prompts(program: SynthesisProgram) -> dict[str, dict[str, str]]:
     return out
 
 
+def grading_identity(program: SynthesisProgram) -> dict[str, Any]:
+    """What makes a grade made for one artifact the grade another's judge would get from the same model: the same
+    grading prompt (the system prompt holds the whole instruction) shown the same share of each document. Checked
+    wherever grades made for one are read as another's: a run's stored grades relabelled or teaching a cascade
+    margin, grades shared between judges in ``syntra agreement`` and between comparison rows."""
+    return {"prompt_sha256": render_prompts(program)["grade"]["system_prompt_sha256"],
+            "max_doc_chars": program.max_doc_chars}
+
+
 def compute_program_id(program_json: bytes, manifest: dict[str, Any]) -> str:
     """What the compile made: the saved program and everything that shapes it, not the compile's own record."""
     identity = {k: v for k, v in manifest.items() if k not in _VOLATILE}

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from syntra_dspy.artifacts import grading_identity
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.evaluation.exclude import normalize_query
 from syntra_dspy.judging.candidates import build_candidates, lexical_witness, with_lexical
@@ -80,8 +81,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
              for inputs in loaded):
         raise ConfigError("a hybrid judge needs BM25 scores, which this dataset's languages do not allow",
                           hint="measure it on a same-language dataset in English or Chinese")
-    grading = {inputs.artifact.version: inputs.artifact.meta.prompts["grade"].system_prompt_sha256
-               for inputs in loaded if "grade" in inputs.artifact.meta.prompts}
+    grading = {inputs.artifact.version: grading_identity(inputs.artifact.program) for inputs in loaded}
     (out / "candidates.json").write_text(json.dumps(candidates_to_json(candidates), indent=1, ensure_ascii=False)
                                          + "\n", encoding="utf-8")
     log = JudgmentLog(out / "judgments.jsonl")
@@ -103,7 +103,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
                     logger.info("%s: %d/%d candidates (%.0f s)", name, count[0], total, time.perf_counter() - started)
 
             with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
-                same = [v for v, sha in grading.items() if v != art.version and sha == grading.get(art.version)]
+                same = [v for v, ident in grading.items() if v != art.version and ident == grading[art.version]]
                 rows = judge_candidates(judge, art.version, candidates, corpus=inputs.corpus, log=log, meter=meter,
                                         progress=tick, same_grades=same)
             rows_by_judge[name] = rows
@@ -175,6 +175,6 @@ def render_report(report: dict[str, Any]) -> str:
                      if "bm25" in r["ranking"] else "") for n, r in report["judges"].items()), ""]
     shared = {n: r["grades_from"] for n, r in report["judges"].items() if r.get("grades_from")}
     if shared:
-        lines += ["Grades shared (identical grading prompt, so the same model call): " + "; ".join(
+        lines += ["Grades shared (identical grading prompt and document clip, so the same model call): " + "; ".join(
             f"{n} calibrates the grades logged for {', '.join(v)}" for n, v in shared.items()), ""]
     return "\n".join(lines)

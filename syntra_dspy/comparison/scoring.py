@@ -20,7 +20,7 @@ from typing import Any
 
 import dspy
 
-from syntra_dspy.artifacts import Artifact, render_prompts
+from syntra_dspy.artifacts import Artifact, grading_identity
 from syntra_dspy.comparison.heldout import HeldoutMaterial, JudgedItem
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.agreement import label_agreement
@@ -135,11 +135,12 @@ class SharedGrades:
 
 
 def grading_key(program: Any) -> str | None:
-    """What makes two artifacts' grading calls the same call: the grading step's system prompt and the share of a
-    document it shows (None for a written judge, which labels in chunks and shares nothing)."""
+    """What makes two artifacts' grading calls the same call (:func:`~syntra_dspy.artifacts.grading_identity`), as
+    one string; None for a written judge, which labels in chunks and shares nothing."""
     if judge_mode(program) != "graded":
         return None
-    return f"{render_prompts(program)['grade']['system_prompt_sha256']}:{program.max_doc_chars}"
+    identity = grading_identity(program)
+    return f"{identity['prompt_sha256']}:{identity['max_doc_chars']}"
 
 
 def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk_size: int,

@@ -55,9 +55,10 @@ def judge_candidates(judge: RelevanceJudge, artifact: str, candidates: Sequence[
                      same_grades: Sequence[str] = ()) -> list[dict[str, Any] | None]:
     """Judge every candidate not judged yet (in query order, so the query's prompt prefix is reused).
 
-    ``same_grades``: versions of artifacts whose grading prompt is this one's, character for character; a graded
-    judgment already logged for one of them is not asked again: its grade is calibrated with this judge (the row
-    says ``grade_from``, and keeps the original call's time and tokens)."""
+    ``same_grades``: versions of artifacts whose grading prompt is this one's, character for character, shown the
+    same share of each document (:func:`~syntra_dspy.artifacts.grading_identity`); a graded judgment already logged
+    for one of them is not asked again: its grade is calibrated with this judge (the row says ``grade_from``, and
+    keeps the original call's time and tokens)."""
     rows: list[dict[str, Any] | None] = []
     for c in candidates:
         key = _key(artifact, judge.mode, c)

@@ -47,8 +47,10 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
         source = "run store" if grades is None else f"run store {grades.name}"
         if grades is not None or (store is not None and store.is_file()):
             with RunStore.open(grades or store, readonly=True) as run:  # type: ignore[arg-type]
-                if grades is not None:
-                    _same_grader(run, program, grades)
+                if grades is not None:  # their spread says nothing of this judge's unless they are its grades
+                    run.check_graded_like(program, path=grades, field="cascade_grades", use="--cascade-grades",
+                                          hint="give a run store produced with this artifact (or one recalibrated "
+                                               "from it)")
                 found = run.graded_lists()
         lists = [[GradedCandidate(expected=e, cosine=c, lexical=b) for e, c, b in group] for group in found]
     try:
@@ -57,14 +59,3 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
         raise ConfigError(f"--judge-cascade margin: {exc}", field="judge_cascade",
                           hint="produce a first session with --judge-cascade off (its grades teach the margin), or "
                                "give --cascade-grades an earlier run store of this artifact") from None
-
-
-def _same_grader(run: RunStore, program: Any, path: Path) -> None:
-    """Refuse grades another grading prompt made: their spread says nothing of this judge's."""
-    from syntra_dspy.artifacts import render_prompts
-
-    theirs = ((run.meta().get("artifact") or {}).get("prompts_sha256") or {}).get("grade")
-    if theirs != render_prompts(program)["grade"]["system_prompt_sha256"]:
-        raise ConfigError("--cascade-grades: this run store was graded with another prompt than the artifact's",
-                          path=path, field="cascade_grades",
-                          hint="give a run store produced with this artifact (or one recalibrated from it)")

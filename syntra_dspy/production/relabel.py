@@ -73,21 +73,16 @@ class Relabeller:
 
 def load_relabeller(store: RunStore, artifact: str | Path) -> Relabeller:
     """The graded judge of ``artifact``, after checking that it grades with the run's grading prompt."""
-    from syntra_dspy.artifacts import load_artifact, render_prompts
+    from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.judge import RelevanceJudge, judge_mode
 
     loaded = load_artifact(artifact)
     if judge_mode(loaded.program) != "graded":
         raise ConfigError("this artifact has no fitted graded judge to label a run's grades with", path=artifact,
                           hint="give an artifact compiled or recalibrated with --judge-mode graded")
-    meta = store.meta()
-    run_grade = (meta.get("artifact", {}).get("prompts_sha256") or {}).get("grade")
-    mine = render_prompts(loaded.program)["grade"]["system_prompt_sha256"]
-    if run_grade is None or run_grade != mine:
-        raise ConfigError("this artifact grades with another prompt than the run did, so the run's stored grades "
-                          "are not its grades", path=artifact, field="grade prompt",
-                          hint="give an artifact recalibrated from the run's own (syntra artifacts recalibrate); "
-                               "a different judge needs a new production run")
+    store.check_graded_like(loaded.program, path=Path(artifact), field="grade prompt", use="--relabel-with",
+                            hint="give an artifact recalibrated from the run's own (syntra artifacts recalibrate); "
+                                 "a different judge needs a new production run")
     judge = RelevanceJudge(loaded.program, mode="graded")
     if judge.needs_lexical and not store.scalar("SELECT count(*) FROM grades WHERE lexical IS NOT NULL"):
         raise ConfigError("this artifact's judge weighs each candidate's BM25 score, which the run did not store",

@@ -185,6 +185,24 @@ class RunStore:
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
 
+    def check_graded_like(self, program: Any, *, path: Path, field: str, use: str, hint: str) -> None:
+        """Refuse to read this run's stored grades as ``program``'s (``use``: what for) unless they were made with
+        its grading prompt shown the same share of each document (:func:`~syntra_dspy.artifacts.grading_identity`);
+        a store from before the clip was recorded is checked on the prompt only."""
+        from syntra_dspy.artifacts import grading_identity
+
+        meta = self.meta()
+        theirs = ((meta.get("artifact") or {}).get("prompts_sha256") or {}).get("grade")
+        clip = (meta.get("settings") or {}).get("max_doc_chars")
+        mine = grading_identity(program)
+        if theirs != mine["prompt_sha256"]:
+            raise ConfigError(f"{use}: this run store was graded with another prompt than the artifact's", path=path,
+                              field=field, hint=hint)
+        if clip is not None and clip != mine["max_doc_chars"]:
+            raise ConfigError(f"{use}: this run store's judge was shown {clip} characters of each document, the "
+                              f"artifact's is shown {mine['max_doc_chars']}, so its grades are not this judge's",
+                              path=path, field=field, hint=hint)
+
     @staticmethod
     def _set_meta(conn: sqlite3.Connection, values: dict[str, Any]) -> None:
         conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
