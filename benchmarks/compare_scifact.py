@@ -161,6 +161,10 @@ def summary_lines(result: Any, args: argparse.Namespace, minutes: float, argv: l
          "set, with no one reviewing at the terminal"
          + ("; developer replays a recorded terminal session (a project developer's decisions)."
             if args.developer else ".")),
+        *([] if args.downstream else [
+            "", "No downstream column: `--downstream` was not given (each row would produce, train on and evaluate "
+            f"{args.downstream_records} records; production makes ~18 records per LM-hour with the embedded model on "
+            "2 CPU cores, `../cost_replay/`, so it is for a served model)."]),
     ]
 
 

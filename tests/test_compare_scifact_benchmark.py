@@ -50,6 +50,7 @@ def test_the_benchmark_regenerates_its_report_and_replaces_the_old_one(tmp_path,
                                 "Self-improvement is ")
     assert any(line.startswith("Ranking rule: binary Cohen's κ") for line in readme)
     assert any("make bench-compare-scifact" in line for line in readme)
+    assert any(line.startswith("No downstream column: `--downstream` was not given") for line in readme)
     assert not (out / "REPORT.md").exists() and not (out / "artifacts" / "mini" / "0ld0ld0ld0ld").exists()
     assert {p.name for p in (out / "artifacts" / "mini").iterdir()} == {r["version"] for r in data["strategies"]}
 

@@ -69,7 +69,7 @@ def verdict(result: Any) -> list[str]:
         where = "" if r.strategy == reference else f", {standing(r.kappa_vs_reference, reference)}"
         cost = r.compile_cost
         parts.append(f"{_row_name(r)} κ {_with_ci(kappa, getattr(r, 'kappa_ci', None))}{where}; compile "
-                     f"{cost.get('calls', 0)} LM calls, {_f(cost.get('seconds', 0) / 60, 0)} min")
+                     f"{_calls(cost)} LM calls, {_f(cost.get('seconds', 0) / 60, 0)} min")
     same = same_judges(ranked)
     return [f"Binary κ against people's judgments on {held.get('pairs', 0)} held-out pairs over "
             f"{held.get('queries', 0)} queries no compile used (95% bootstrap intervals over queries; each row "
