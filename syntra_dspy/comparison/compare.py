@@ -124,9 +124,10 @@ def _row(label: str, strategy: str, artifact: Artifact, metrics: dict[str, Any] 
 
 def judge_record(artifact: Artifact) -> dict[str, Any]:
     """What decides the labels a row gives, for the report: ``id``, shared by artifacts that label every pair alike
-    (the same prompt, document clip and calibration); ``grading_prompt``, shared by graded judges that make the
-    same model call (their rows differ only in calibration); what the calibration was fitted on; and how the
-    compile's annotation loop ended (attempts, stop reason, the last score against its threshold)."""
+    (the same prompt, document clip and calibration); ``grade_prompt`` (``annotate_prompt`` for a written judge),
+    shared by graded judges that make the same model call (their rows differ only in calibration); what the
+    calibration was fitted on; and how the compile's annotation loop ended (attempts, stop reason, the last score
+    against its threshold)."""
     program = artifact.program
     calibration = program.state.judge
     step = "grade" if judge_mode(program) == "graded" else "annotate"
