@@ -186,6 +186,35 @@ def _derived(original, root, **components):
     return save_artifact(original.program.with_components(**components), manifest, root)
 
 
+def test_a_run_that_grades_with_another_model_than_the_calibration_was_fitted_on_says_so(graded, minilm, tmp_path,
+                                                                                         caplog):
+    """The judge's cut points were set on the compile's model's grades; a run grading with another model (a served
+    one, typically) is warned, told how to refit, and its store records both models."""
+    from syntra_dspy.artifacts import save_artifact
+
+    art, index = graded
+    original = load_artifact(art)
+    manifest = {k: v for k, v in original.manifest.items()
+                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
+    lms = {**manifest["lms"], "generator": {**manifest["lms"]["generator"], "model": "hosted_vllm/Other-7B"}}
+    other = save_artifact(original.program, {**manifest, "lms": lms}, tmp_path / "other")
+    kwargs = {"index_dir": index, "encoder": minilm, "progress": False, "docs": 1, "queries_per_doc": QUERIES,
+              "top_k": K, "concurrency": 1}
+    with caplog.at_level("WARNING"):
+        produce(other, tmp_path / "other.db", generator=scripted_lm(SyntraBrain()), **kwargs)
+    assert "calibration was fitted on grades of hosted_vllm/Other-7B" in caplog.text
+    assert f"syntra artifacts recalibrate {other}" in caplog.text
+    judge = json.loads(rows(tmp_path / "other.db", "SELECT value FROM meta WHERE key = 'judge'")[0][0])
+    assert judge["calibration_grader"]["fitted_on"] == "hosted_vllm/Other-7B"
+    assert judge["calibration_grader"]["grading_with"] == original.meta.generator.model
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # the compile's own model: nothing to say
+        produce(art, tmp_path / "own.db", generator=scripted_lm(SyntraBrain()), **kwargs)
+    assert "calibration was fitted" not in caplog.text
+    judge = json.loads(rows(tmp_path / "own.db", "SELECT value FROM meta WHERE key = 'judge'")[0][0])
+    assert "calibration_grader" not in judge
+
+
 def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_grading_again(tmp_path_factory, minilm,
                                                                                        tmp_path):
     from syntra_dspy.errors import ConfigError

@@ -51,7 +51,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     """
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
     from syntra_dspy.lm.usage import UsageMeter
-    from syntra_dspy.production.setup import resolve_generator
+    from syntra_dspy.production.setup import calibration_grader, grader, resolve_generator, same_grader
 
     original = load_artifact(artifact)
     settings = original.meta.optimizer
@@ -67,7 +67,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     # The artifact's own generator is only built when something must be graded (a served one needs --generator).
     own = original.meta.generator.model_dump()
     lm, lm_info = (None, own) if generator is None else resolve_generator(original.meta, generator, api_key_env)
-    reusable = bool(saved) and not regrade and _grader(lm_info) == _grader(own)
+    reusable = bool(saved) and not regrade and same_grader(grader(lm_info), calibration_grader(original.meta))
     meter = UsageMeter()
     started = time.perf_counter()
     if reusable and same_set:
@@ -107,11 +107,6 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     logger.info("recalibrated judge (%s, calibration kappa %.3f, recall %.3f) saved as %s", judge.feature,
                 judge.summary.binary_kappa or 0.0, judge.summary.positive_recall or 0.0, path)  # type: ignore[union-attr]
     return path
-
-
-def _grader(info: Mapping[str, Any]) -> tuple[Any, Any]:
-    """What makes two LMs' grades interchangeable: the model, and for an embedded one its file's checksum."""
-    return info.get("model"), (info.get("embedded") or {}).get("sha256")
 
 
 def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence[CalibrationSample], lm: Any,

@@ -10,6 +10,7 @@ copy has other weights unless the user names an encoder), the selection's tau an
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,24 @@ def resolve_generator(meta: Manifest, generator: str | list[str] | LMSpec | dspy
     spec = resolve_generator_spec(meta, generator, api_key_env, timeout=timeout, retries=retries)
     lm = build_lm(spec, role="generator")
     return lm, describe_lm(lm, role="generator", spec=spec)
+
+
+def grader(info: Mapping[str, Any]) -> tuple[Any, Any]:
+    """What makes two LMs' grades interchangeable, from an LM's description: the model, and for an embedded one its
+    file's checksum."""
+    return info.get("model"), (info.get("embedded") or {}).get("sha256")
+
+
+def calibration_grader(meta: Manifest) -> tuple[Any, Any]:
+    """The LM whose grades an artifact's judge calibration was fitted on: a recalibration's generator when it graded
+    (its record names the model only), else the compile's generator."""
+    regraded_by = ((meta.record or {}).get("recalibration") or {}).get("generator")
+    return (regraded_by, None) if regraded_by else grader(meta.generator.model_dump())
+
+
+def same_grader(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    """Whether two graders (:func:`grader`) are the same model; a checksum only one side records is not compared."""
+    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
 
 
 def candidates_record(inputs: ProductionInputs) -> dict[str, Any]:
