@@ -207,6 +207,10 @@ def test_a_run_that_grades_with_another_model_than_the_calibration_was_fitted_on
     judge = json.loads(rows(tmp_path / "other.db", "SELECT value FROM meta WHERE key = 'judge'")[0][0])
     assert judge["calibration_grader"]["fitted_on"] == "hosted_vllm/Other-7B"
     assert judge["calibration_grader"]["grading_with"] == original.meta.generator.model
+    from syntra_dspy.production.export import compute_stats, format_stats
+
+    assert ("calibrated on grades of hosted_vllm/Other-7B, graded by "
+            f"{original.meta.generator.model}") in format_stats(compute_stats(tmp_path / "other.db"))
     caplog.clear()
     with caplog.at_level("WARNING"):  # the compile's own model: nothing to say
         produce(art, tmp_path / "own.db", generator=scripted_lm(SyntraBrain()), **kwargs)

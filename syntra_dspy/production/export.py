@@ -600,6 +600,10 @@ def format_stats(stats: dict[str, Any]) -> str:
                                                  " (uncalibrated)" if judge.get("mode") == "graded" else "")
     if judge.get("fallback"):
         judge_text += f"; fallback: {judge['fallback']}"
+    if judge.get("calibration_grader"):
+        grader = judge["calibration_grader"]
+        judge_text += (f"; calibrated on grades of {grader['fitted_on']}, graded by {grader['grading_with']} "
+                       "(syntra artifacts recalibrate --generator refits it)")
     lines.append(f"judge      {judge_text}")
     calls = stats.get("judge_calls") or {}
     if calls.get("skipped") or judge.get("cascade"):
