@@ -101,7 +101,9 @@ def plan_comparison(task: Any, config: CompareConfig, *, artifacts: str | Path =
                                     top_k=config.downstream.produce_config().top_k, chunk_size=s.chunk_size, graded=graded, embedded=embedded,
                                     concurrency=1, what="downstream")
             stages += [_scaled(stage, f"{label}: produce {stage.stage}") for stage in made.stages]
-    notes.append(f"held-out: {queries} queries, about {pairs} judged pairs a row (one judge call each when graded)")
+    notes.append(f"held-out: {queries} queries, about {pairs} judged pairs a row (one judge call each when graded; "
+                 "a row whose compile kept an earlier row's grading instruction reuses that row's grades, so "
+                 "fewer are made)")
     if config.downstream is not None:
         notes.append("downstream: production counted; training (no LM call) comes on top, minutes a row on a GPU")
     return Estimate(f"compare {spec.name} ({', '.join(label for label, _ in config.rows())})", stages,
