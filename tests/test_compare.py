@@ -383,7 +383,7 @@ def test_held_out_pairs_on_a_calibration_query_are_refused():
         check_apart(items, ["blm gene encodes  RecQ-class DNA helicase."])
 
 
-def test_a_row_calibrating_another_rows_grades_labels_as_if_it_had_graded_them():
+def test_a_row_calibrating_another_rows_grades_labels_as_if_it_had_graded_them(caplog):
     """A comparison row whose grading prompt is an earlier row's takes that row's grades of the held-out pairs: its
     own (list-relative) calibration then gives exactly the labels and scores it would give by grading again, with
     no grading call."""
@@ -401,7 +401,9 @@ def test_a_row_calibrating_another_rows_grades_labels_as_if_it_had_graded_them()
     bm25 = SimpleNamespace(scores=lambda query, ids: [float(i[1:]) for i in ids])
     kwargs = {"chunk_size": 1, "similarity": lambda q, d: cosine[d], "lexical": bm25}
 
-    first = label_items(Program(HYBRID), items, corpus, **kwargs)
+    with caplog.at_level("INFO", logger="syntra_dspy.comparison.scoring"):
+        first = label_items(Program(HYBRID), items, corpus, **kwargs)
+    assert "labelled 12/12 held-out pairs" in caplog.text  # a long labelling shows progress
     labels = [{"query_id": i.query_id, "doc_id": i.doc_id, "grade": j.grade.to_dict()} for i, j in zip(items, first)]
     shared = SharedGrades.of_labels("self-improve", labels)
     # another calibration, the same grading prompt: its own labels, no call

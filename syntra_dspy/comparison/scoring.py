@@ -159,6 +159,7 @@ def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk
     for n, item in enumerate(items):
         by_query.setdefault(item.query_id, []).append(n)
     out: list[Judgment | None] = [None] * len(items)
+    done, started = 0, time.perf_counter()
     for positions in by_query.values():
         query = items[positions[0]].query
         ids = [items[n].doc_id for n in positions]
@@ -175,6 +176,11 @@ def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk
             judged = judge.judge_all(query, cands)
         for n, judgment in zip(positions, judged):
             out[n] = judgment
+        done += len(positions)
+        if done // 100 != (done - len(positions)) // 100 or done == len(items):  # a long loop shows progress
+            elapsed = time.perf_counter() - started
+            logger.info("labelled %d/%d held-out pairs (%.0f min, about %.0f min left)", done, len(items),
+                        elapsed / 60, elapsed / done * (len(items) - done) / 60)
     return out
 
 
