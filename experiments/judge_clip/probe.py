@@ -104,7 +104,7 @@ def timing(full: Any, short: Any, candidates: list[JudgedCandidate], corpus: Any
     rng.shuffle(queries)
     picks = [rng.choice(by_query[q]) for q in queries]
     picks = picks[: 2 * (min(n, len(picks)) // 2)]
-    calls: dict[str, list[tuple[float, int]]] = {"full": [], "short": []}
+    calls: dict[str, list[tuple[float, int, int]]] = {"full": [], "short": []}
 
     def grade(side: str, c: JudgedCandidate) -> None:
         program = full if side == "full" else short
@@ -112,8 +112,9 @@ def timing(full: Any, short: Any, candidates: list[JudgedCandidate], corpus: Any
         started = time.perf_counter()
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
             program.grade_candidate(c.query, corpus[c.doc_id].content)
-        usage = lm.history[-1].get("usage") or {} if len(lm.history) > before else {}
-        calls[side].append((time.perf_counter() - started, int(usage.get("prompt_tokens", 0))))
+        usage = (lm.history[-1].get("usage") or {}) if len(lm.history) > before else {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+        calls[side].append((time.perf_counter() - started, int(usage.get("prompt_tokens", 0)), int(cached)))
 
     for i in range(0, len(picks), 2):  # a b a b: candidate a at one clip, b at the other, then swapped
         a, b = picks[i], picks[i + 1]
@@ -121,8 +122,9 @@ def timing(full: Any, short: Any, candidates: list[JudgedCandidate], corpus: Any
         grade(first, a), grade(second, b), grade(second, a), grade(first, b)
     out: dict[str, Any] = {"candidates": len(picks)}
     for side, rows in calls.items():
-        out[side] = {"seconds_per_call": sum(s for s, _ in rows) / len(rows),
-                     "prompt_tokens_per_call": sum(t for _, t in rows) / len(rows), "calls": len(rows)}
+        out[side] = {"seconds_per_call": sum(r[0] for r in rows) / len(rows),
+                     "prompt_tokens_per_call": sum(r[1] for r in rows) / len(rows),
+                     "cached_prompt_tokens_per_call": sum(r[2] for r in rows) / len(rows), "calls": len(rows)}
     out["seconds_ratio"] = out["short"]["seconds_per_call"] / out["full"]["seconds_per_call"]
     out["prompt_tokens_ratio"] = out["short"]["prompt_tokens_per_call"] / max(1e-9, out["full"]["prompt_tokens_per_call"])
     return out
