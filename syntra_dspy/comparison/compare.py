@@ -281,9 +281,10 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
             cost["seconds_wall"] = round(time.perf_counter() - started, 3)
             results.append(_row(label, strategy, artifact, metrics, cost))
             marks[label].scored(label, artifact.path, material_key, results[-1].to_dict())
-        made = SharedGrades.of_labels(label, results[-1].metrics.get("labels") or [])
-        if key is not None and key not in shared and made.grades:
-            shared[key] = made
+        if key is not None and key not in shared:  # the first row with this grading prompt lends its grades
+            made = SharedGrades.of_labels(label, results[-1].metrics.get("labels") or [])
+            if made.grades:
+                shared[key] = made
     baseline = None
     if downstream is not None:
         from syntra_dspy.comparison.downstream import run_downstream

@@ -235,7 +235,8 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
         if plan is not None:  # the workers judge with the same cascade (a margin may come from this store)
             plan = plan.model_copy(update={"cascade": cascade})
         run = _open_run(Path(store), inputs, generator_info)
-        run.set_meta(judge={**judge.describe(), **_calibration_grader_note(inputs.artifact, generator_info)})
+        grader_note = _calibration_grader_note(inputs.artifact, generator_info)
+        run.set_meta(judge={**judge.describe(), **grader_note})
         try:
             target = _plan(run, inputs, config)
             todo = run.todo(retry_failed=config.retry_failed)
@@ -257,15 +258,13 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
                                                                 config)
             finally:
                 if judge.fallback:  # the backend gave no label probabilities: say so where the records come from
-                    run.set_meta(judge={**judge.describe(),
-                                        **_calibration_grader_note(inputs.artifact, generator_info, quiet=True)})
+                    run.set_meta(judge={**judge.describe(), **grader_note})
             return _summary(run, inputs, session, status, processed, seconds)
         finally:
             run.close()
 
 
-def _calibration_grader_note(artifact: Any, generator_info: dict[str, Any], *, quiet: bool = False
-                             ) -> dict[str, Any]:
+def _calibration_grader_note(artifact: Any, generator_info: dict[str, Any]) -> dict[str, Any]:
     """When a graded judge's calibration was fitted on another model's grades than this run grades with, warn (its cut
     points were set for the other model's spread of grades) and return what the store records of it."""
     from syntra_dspy.judging.judge import judge_mode
@@ -276,11 +275,10 @@ def _calibration_grader_note(artifact: Any, generator_info: dict[str, Any], *, q
     fitted, grading = calibration_grader(artifact.meta), grader(generator_info)
     if same_grader(fitted, grading):
         return {}
-    if not quiet:
-        logger.warning("the judge's calibration was fitted on grades of %s, and this run grades with %s: its cut points "
-                       "may not suit this model's grades. Refit it first: syntra artifacts recalibrate %s --out "
-                       "artifacts --generator MODEL[@API_BASE] (then produce with the new version)", fitted[0],
-                       grading[0], artifact.path)
+    logger.warning("the judge's calibration was fitted on grades of %s, and this run grades with %s: its cut points "
+                   "may not suit this model's grades. Refit it first: syntra artifacts recalibrate %s --out "
+                   "artifacts --generator MODEL[@API_BASE] (then produce with the new version)", fitted[0],
+                   grading[0], artifact.path)
     return {"calibration_grader": {"fitted_on": fitted[0], "grading_with": grading[0]}}
 
 
