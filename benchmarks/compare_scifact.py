@@ -154,7 +154,8 @@ def summary_lines(result: Any, args: argparse.Namespace, minutes: float, argv: l
         f"Regenerate: `make bench-compare-scifact` (this run: `python -m benchmarks.compare_scifact {' '.join(argv)}`"
         "); `make bench-compare-scifact ARGS=--dry-run` prints the LM work it needs first.", "",
         (f"Run {datetime.now(UTC).isoformat(timespec='minutes')} with syntra-dspy {__version__}, Python "
-         f"{platform.python_version()} on {platform.machine()}, {minutes:.0f} min in all. LM roles: "
+         f"{platform.python_version()} on {platform.machine()}, {minutes:.0f} min in this run (rows an earlier run "
+         "compiled or scored are read from `rows/`: each row's compile minutes are in the table). LM roles: "
          + "; ".join(f"{role}: {info.get('model')}" for role, info in lms.items()) + "."), "",
         (f"Rows: none, self-improve and gepa calibrate the graded judge on the few-shot claims' candidates; human adds "
          f"people's judgments (SciFact {args.split} qrels) of {args.calibration_queries} claims to its calibration "
