@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 from types import SimpleNamespace
 
@@ -206,6 +207,16 @@ def test_an_interrupted_comparison_takes_the_rows_it_finished_and_redoes_only_wh
     again = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=roles, settings=SETTINGS, **kwargs)
     assert sum(brain.calls.values()) == 0  # nothing compiled or scored again
     assert [r.to_dict() for r in again.strategies] == [r.to_dict() for r in first.strategies]
+
+    # a run from another directory shows the rows the earlier run scored as it finds them, not as that run did
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path / "elsewhere")
+        moved = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=scripted_roles()[0],
+                                   settings=SETTINGS, **kwargs)
+    assert [r.artifact for r in moved.strategies] == [
+        os.path.relpath(tmp_path / r.artifact, tmp_path / "elsewhere") for r in first.strategies]
+    assert all(r.artifact.startswith("../out/artifacts/") for r in moved.strategies)
 
     # a row killed after compiling: its artifact is taken, only its scoring is made again
     record = json.loads((tmp_path / "out" / "rows" / "none.json").read_text())

@@ -267,7 +267,9 @@ def compare_strategies(task: str | Path | TaskSpec, config: CompareConfig | None
         earlier = marks[label].result(label, material_key)
         if earlier is not None:
             logger.info("compare %s: %s was scored by an earlier run on the same held-out material", spec.name, label)
-            results.append(StrategyResult(**{**earlier, "judge_record": judge_record(artifact)}))
+            # the artifact as this run finds it: the earlier run may have named it from another directory
+            results.append(StrategyResult(**{**earlier, "artifact": shown_path(artifact.path),
+                                             "judge_record": judge_record(artifact)}))
         else:
             meter = UsageMeter()
             started = time.perf_counter()
