@@ -89,7 +89,8 @@ bench-paired-produce:
 bench-paired-produce-embedded:
 	$(BENCH).paired_produce --generator embedded --artifact $(ARTIFACT) --docs 8 --queries-per-doc 2 --top-k 8 \
 		--concurrency 1 --corpus $(SCIFACT)/corpus.jsonl --exclude-store $(STORE) \
-		--after max_identifiers=6,judge_cascade=margin,cascade_grades=$(STORE) \
+		--before max_identifiers=all,hide_copied=false \
+		--after max_identifiers=6,hide_copied=false,judge_cascade=margin,cascade_grades=$(STORE) \
 		--out $(RESULTS)/paired_produce/scifact-embedded $(ARGS)
 
 bench-train-memory:

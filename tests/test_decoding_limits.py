@@ -48,9 +48,37 @@ def test_llama_cpp_compiles_the_identifier_schema_with_its_bound():
 
 
 def test_the_setting_is_bounded():
-    assert ProduceConfig(max_identifiers=6).max_identifiers == 6
+    assert ProduceConfig(max_identifiers=3).max_identifiers == 3
     with pytest.raises(Exception, match="max_identifiers"):
         ProduceConfig(max_identifiers=0)
+
+
+def test_six_identifiers_and_hidden_copies_are_the_defaults_and_the_command_line_turns_them_off():
+    """Both were measured on held-out SciFact documents before they became defaults (benchmarks/results/
+    paired_produce/scifact-embedded-4); a user who wants the old behaviour says so on the command line."""
+    from syntra_dspy.cli import build_parser
+    from syntra_dspy.cli.produce_cmd import config_from_args
+
+    default = ProduceConfig()
+    assert (default.max_identifiers, default.hide_copied) == (6, True)
+    parser = build_parser()
+    for argv, expected in ((["produce", "A", "--store", "r.db"], (6, True)),
+                           (["produce", "A", "--store", "r.db", "--max-identifiers", "all", "--no-hide-copied"],
+                            ("all", False)),
+                           (["produce", "A", "--store", "r.db", "--max-identifiers", "2", "--hide-copied"],
+                            (2, True))):
+        config = config_from_args(parser.parse_args(argv))
+        assert (config.max_identifiers, config.hide_copied) == expected, argv
+
+
+def test_all_identifiers_sends_no_bound(tmp_path_factory):
+    from syntra_dspy.artifacts.store import load_artifact
+    from syntra_dspy.production.setup import unit_settings
+
+    art, _ = mini_artifact(tmp_path_factory)
+    artifact = load_artifact(art)
+    assert unit_settings(ProduceConfig(max_identifiers="all"), artifact, 10).max_identifiers is None
+    assert unit_settings(ProduceConfig(), artifact, 10).max_identifiers == 6
 
 
 def test_a_run_extracts_at_most_max_identifiers_and_records_it_per_session(tmp_path_factory, minilm):

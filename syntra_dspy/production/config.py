@@ -54,12 +54,13 @@ class ProduceConfig(SettingsModel):
         "documents' language; a cross-language task's queries are first translated by the generator, once each); "
         "default: the task file's setting, else dense"))
     # what the generator may answer (engines that compile schemas into grammars: the embedded one)
-    max_identifiers: int | None = Field(None, ge=1, strict=True, description=(
+    max_identifiers: Annotated[int, Field(ge=1, strict=True)] | Literal["all"] = Field(6, description=(
         "at most this many identifiers per document from the extract step, under a grammar (the embedded engine): "
-        "fewer generated tokens; default: as many as the extractor lists"))
-    hide_copied: bool = Field(False, strict=True, description=(
+        "fewer generated tokens (blueprints use a few); 'all': as many as the extractor lists"))
+    hide_copied: bool = Field(True, strict=True, description=(
         "a write retry after a query that copied the document is shown the document without the sentences copied "
-        "(the copy check still reads all of it): the small writer copies what it is shown again"))
+        "(the copy check still reads all of it): the small writer copies what it is shown again; "
+        "--no-hide-copied shows it the whole document"))
     copy_guard: int | None = Field(None, ge=1, le=10, strict=True, description=(
         "the write step's greedy calls (the first write, the rewrites) decode no query repeating more than N "
         "consecutive words of the document (the copy check rejects more than 10): the embedded engine takes the "
