@@ -163,7 +163,8 @@ def unit_settings(config: ProduceConfig, artifact: Artifact, documents: int) -> 
                           hint="drop --chunk-size")
     chunk = config.chunk_size if config.chunk_size is not None else meta.settings.chunk_size
     source = config.candidates if config.candidates is not None else meta.task_spec.candidates
-    return UnitSettings(config.queries_per_doc, top_k, chunk, source, max_identifiers=None if config.max_identifiers == "all" else config.max_identifiers,
+    identifiers = None if config.max_identifiers == "all" else config.max_identifiers
+    return UnitSettings(config.queries_per_doc, top_k, chunk, source, max_identifiers=identifiers,
                         hide_copied=config.hide_copied, copy_guard=config.copy_guard)
 
 
