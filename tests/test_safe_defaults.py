@@ -177,6 +177,10 @@ def test_produce_dry_run_plans_a_new_store_without_loading_or_writing_anything(m
     assert "a new run store: up to 10 documents of the corpus's 40" in out and "--docs all" in out
     assert re.search(r"annotate\s+20\s", out)  # 10 documents x 2 queries x one 5-candidate call (written judge)
     assert "expected time:" in out and "scifact-hybrid-v2" in out
+    assert "extraction and writing are upper bounds" in out  # the figures predate today's defaults
+    assert main(["produce", str(art), "--store", str(store), "--dry-run", "--queries-per-doc", "2",
+                 "--max-identifiers", "all", "--no-hide-copied", "--generator", "embedded"]) == 0
+    assert "upper bounds" not in capsys.readouterr().out  # the settings the figures were measured with
     assert main(["produce", str(art), "--store", str(store), "--dry-run", "--json", "--docs", "all",
                  "--generator", "embedded"]) == 0
     plan = json.loads(capsys.readouterr().out)
