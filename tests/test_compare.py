@@ -6,6 +6,7 @@ import io
 import json
 import os
 import random
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -210,12 +211,14 @@ def test_an_interrupted_comparison_takes_the_rows_it_finished_and_redoes_only_wh
 
     # a run from another directory shows the rows the earlier run scored as it finds them, not as that run did
     (tmp_path / "elsewhere").mkdir()
+    started_in = Path.cwd()  # where the first run's shown paths are relative to (when they are)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp_path / "elsewhere")
         moved = compare_strategies(MINI_TASK, strategies="none,self-improve", lms=scripted_roles()[0],
                                    settings=SETTINGS, **kwargs)
     assert [r.artifact for r in moved.strategies] == [
-        os.path.relpath(tmp_path / r.artifact, tmp_path / "elsewhere") for r in first.strategies]
+        os.path.relpath((started_in / r.artifact).resolve(), (tmp_path / "elsewhere").resolve())
+        for r in first.strategies]
     assert all(r.artifact.startswith("../out/artifacts/") for r in moved.strategies)
 
     # a row killed after compiling: its artifact is taken, only its scoring is made again
