@@ -7,6 +7,9 @@ instructions, and the reference figures from the offline-models notes for the sa
 
     python benchmarks/engine_speed.py                     # both models; writes benchmarks/results/engine_speed/README.md
     python benchmarks/engine_speed.py --models qwen2.5-coder-0.5b --no-write
+
+Every faster build the setup installed beside the portable one (``<venv>/llama-cpp-variants/``, loaded through
+``LLAMA_CPP_LIB_PATH``) that this CPU can run is measured too, alternately with the portable build, two rounds each.
 """
 
 from __future__ import annotations
@@ -63,14 +66,17 @@ def measure(name: str, threads: int, repeats: int = 3) -> dict[str, float]:
             "prompt_tokens": len(prompt)}
 
 
-def _run_build(site: str | None, models: str, threads: int) -> dict:
-    """Measure one build in a child process (``site`` first on sys.path: another llama_cpp build)."""
+def _run_build(site: str | None, models: str, threads: int, lib_dir: str | None = None) -> dict:
+    """Measure one build in a child process (``site`` first on sys.path: another llama_cpp build; ``lib_dir``: another
+    build's libraries for the installed package)."""
     import json
     import sys
 
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != "LLAMA_CPP_LIB_PATH"}
     if site:
         env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
+    if lib_dir:
+        env["LLAMA_CPP_LIB_PATH"] = lib_dir
     out = subprocess.run([sys.executable, __file__, "--child", "--models", models, "--threads", str(threads)],
                          env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -81,7 +87,8 @@ def _child(models: str, threads: int) -> None:
 
     import llama_cpp
 
-    lib = next(Path(llama_cpp.__file__).parent.glob("lib/libggml-cpu.so"), None)
+    folder = Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(llama_cpp.__file__).parent / "lib")
+    lib = next(folder.glob("libggml-cpu.so"), None)
     result = {"version": llama_cpp.__version__, "lib": str(lib), "instructions": _instructions(lib) if lib else {},
               "models": {name: measure(name, threads) for name in models.split(",") if name}}
     print(json.dumps(result))
@@ -106,12 +113,20 @@ def main() -> int:
         return 0
     import llama_cpp
 
-    builds = {"portable (installed)": None, **({"native": args.native_site} if args.native_site else {})}
-    rounds = 2 if args.native_site else 1
+    from syntra_dspy.lm.llamacpp import variants
+
+    usable, notes = variants.candidates("auto")
+    for note in notes:
+        print(f"note: {note}")
+    builds: dict[str, tuple[str | None, str | None]] = {"portable (installed)": (None, None)}
+    builds.update({f"{v.name} (variant)": (None, str(v.lib_dir)) for v in usable})
+    if args.native_site:
+        builds["native"] = (args.native_site, None)
+    rounds = 2 if len(builds) > 1 else 1
     runs: dict[str, list[dict]] = {name: [] for name in builds}
     for _ in range(rounds):
-        for name, site in builds.items():
-            runs[name].append(_run_build(site, args.models, threads))
+        for name, (site, lib_dir) in builds.items():
+            runs[name].append(_run_build(site, args.models, threads, lib_dir))
             print(name, {m: {k: round(v, 1) for k, v in r.items()} for m, r in runs[name][-1]["models"].items()},
                   flush=True)
     flags_file = sorted(Path(os.environ.get("SYNTRA_CACHE_DIR", Path.home() / ".cache/syntra-dspy")).glob(

@@ -23,10 +23,12 @@ the calls took. The generator is:
         --out benchmarks/results/paired_produce/scifact-embedded
 
 ``--before`` and each ``--after`` are ``SETTING=VALUE[,SETTING=VALUE]`` of ``syntra produce`` (``ProduceConfig``
-field names); ``cascade_grades=@before`` names the first run's store, whose grades then teach a margin. Every row is compared with the first (before) run: its labels on the candidates both runs judged (same
-query text, same document), and its exported records byte for byte. Writes ``README.md`` (generated part; what
-follows its end marker is kept), ``paired_produce.json`` and ``documents.txt`` (the documents drawn, for a later run's
-``--exclude-docs``) under ``--out``.
+field names); ``cascade_grades=@before`` names the first run's store, whose grades then teach a margin;
+``engine_build=portable|auto|NAME`` picks the build of the embedded engine's libraries a side loads (each turn then
+runs in a child process). Every row is compared with the first (before) run: its labels on the candidates both runs
+judged (same query text, same document), and its exported records byte for byte. Writes ``README.md`` (generated
+part; what follows its end marker is kept), ``paired_produce.json`` and ``documents.txt`` (the documents drawn, for a
+later run's ``--exclude-docs``) under ``--out``.
 """
 
 from __future__ import annotations
@@ -169,12 +171,20 @@ def _planned(store: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])
 
 
+#: A side setting that is not ``produce``'s: which build of the embedded engine's libraries the side loads
+#: (``portable``, ``auto`` or a variant's name: syntra_dspy/lm/llamacpp/variants.py). A process loads one build, so
+#: when a side names one, every side's turns run in child processes (the others with ``auto``, production's default).
+ENGINE_BUILD = "engine_build"
+
+
 def run_in_turn(sides: list[tuple[str, dict[str, Any]]], artifact: Path, work: Path,
-                generator: Callable[[], AbstractContextManager[Any]], common: dict[str, Any]) -> list[dict[str, Any]]:
+                generator: Callable[[], AbstractContextManager[Any]], common: dict[str, Any],
+                child: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every side one document at a time, in turn, the first side first on odd documents and last on even ones
     (ABBA): a machine that slows down or speeds up during the run (6-7% between the halves of one SciFact run, on the
     same calls) then weighs on both sides alike, not on the side that ran second. Each side's store plans one more
-    document each turn (the diverse selection of k+1 documents starts with that of k); an interrupted run resumes."""
+    document each turn (the diverse selection of k+1 documents starts with that of k); an interrupted run resumes.
+    ``child`` (the generator's name and latency): each turn runs in a child process with its side's engine build."""
     from syntra_dspy.production import produce
 
     stores = [work / f"{_stem(side, label)}.db" for side, (label, _) in enumerate(sides, start=1)]
@@ -182,14 +192,53 @@ def run_in_turn(sides: list[tuple[str, dict[str, Any]]], artifact: Path, work: P
     for k in range(1, int(common["docs"]) + 1):
         order = range(len(sides)) if k % 2 else reversed(range(len(sides)))
         for i in order:
+            settings = {key: v for key, v in sides[i][1].items() if key != ENGINE_BUILD}
+            kwargs = {**common, "docs": max(k, _planned(stores[i])), **settings}
             started = time.perf_counter()
-            with generator() as lm:
-                produce(artifact, stores[i], generator=lm, progress=False,
-                        **{**common, "docs": max(k, _planned(stores[i]))}, **sides[i][1])
+            if child is not None:
+                run_turn_in_child(artifact, stores[i], kwargs, build=str(sides[i][1].get(ENGINE_BUILD, "auto")),
+                                  **child)
+            else:
+                with generator() as lm:
+                    produce(artifact, stores[i], generator=lm, progress=False, **kwargs)
             walls[i] += time.perf_counter() - started
         print(f"document {k} of {common['docs']} done on every side", flush=True)
     return [side_row(label, settings, store, wall=wall)
             for (label, settings), store, wall in zip(sides, stores, walls)]
+
+
+def run_turn_in_child(artifact: Path, store: Path, kwargs: dict[str, Any], *, build: str, generator: str,
+                      latency: float) -> None:
+    """One side's turn in a child process that loads ``build`` of the engine's libraries (``--turn``)."""
+    import os
+
+    from syntra_dspy.lm.llamacpp import variants
+
+    env = {key: v for key, v in os.environ.items() if key != variants.LIB_PATH_ENV}
+    env[variants.CHOICE_ENV] = build
+    turn = {"artifact": str(artifact), "store": str(store), "kwargs": kwargs, "generator": generator,
+            "latency": latency, "build": build}
+    subprocess.run([sys.executable, "-m", "benchmarks.paired_produce", "--turn", json.dumps(turn, default=str)],
+                   env=env, check=True)
+
+
+def turn(spec: str) -> int:
+    """``--turn``: run one side's turn as :func:`run_turn_in_child` asked, refusing a build other than the one named."""
+    from syntra_dspy.lm.llamacpp import engine_check
+    from syntra_dspy.production import produce
+
+    turn = json.loads(spec)
+    artifact = Path(turn["artifact"])
+    with generator_for(turn["generator"], float(turn["latency"]), artifact) as lm:
+        engine = getattr(lm, "engine", None)
+        if engine is not None and hasattr(engine, "load"):
+            engine.load()  # chooses the build now, so a fallback is caught before any call
+            used = engine_check.select_build(engine._resolved)
+            if turn["build"] != "auto" and used != turn["build"]:
+                raise SystemExit(f"asked for the {turn['build']} engine build, loaded {used}")
+            print(f"engine build: {used}", flush=True)
+        produce(artifact, Path(turn["store"]), generator=lm, progress=False, **turn["kwargs"])
+    return 0
 
 
 def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float | None = None) -> dict[str, Any]:
@@ -416,7 +465,10 @@ def main() -> int:
         "time, so drift of the machine's speed weighs on both; cascade_grades=@before always runs this way)"))
     ap.add_argument("--report-only", action="store_true", help=(
         "make the report again from the stores an earlier run of the same command left under --work (no LM call)"))
+    ap.add_argument("--turn", help=argparse.SUPPRESS)  # one side's turn in a child process (run_turn_in_child)
     args = ap.parse_args()
+    if args.turn:
+        return turn(args.turn)
     if not args.after:
         ap.error("give at least one --after SETTING=VALUE")
     sides = [(args.before or "before (defaults)", settings_of(args.before))]
@@ -448,14 +500,19 @@ def main() -> int:
                     ap.error(f"--report-only: {store} is not there; give the --work of the run that made it")
                 rows.append(side_row(label, settings, store))
         elif args.one_side_at_a_time or learns_from_first:  # a margin learned from the first run needs all of it
+            if any(ENGINE_BUILD in settings for _, settings in sides):
+                ap.error(f"{ENGINE_BUILD}= runs the sides in turn, in child processes: drop --one-side-at-a-time "
+                         "and cascade_grades=@before")
             for side, (label, settings) in enumerate(sides, start=1):
                 if settings.get("cascade_grades") == "@before":  # a margin learned from the first run's grades
                     settings = {**settings, "cascade_grades": Path(rows[0]["store"])}
                 with generator_for(args.generator, args.latency, Path(artifact)) as generator:
                     rows.append(run_side(side, label, settings, artifact, work, generator, common))
         else:
+            in_children = any(ENGINE_BUILD in settings for _, settings in sides)
             rows = run_in_turn(sides, artifact, work, lambda: generator_for(args.generator, args.latency,
-                                                                            Path(artifact)), common)
+                                                                            Path(artifact)), common,
+                               child={"generator": args.generator, "latency": args.latency} if in_children else None)
         for row in rows[1:]:
             row["compare"] = compare(rows[0], row)
             row["paired"] = paired_documents(rows[0], row)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build llama-cpp-python portably and install it into the given Python environment.
 #   scripts/build-llama.sh .venv/bin/python
+#   scripts/build-llama.sh .venv/bin/python --variant avx512   # a faster build's libraries, beside the package
 #
 # pip's default build detects the build machine's CPU (GGML_NATIVE). On a VM whose processor advertises AMX
 # but does not grant AMX tile state, every decode of such a build dies with SIGSEGV (general protection
@@ -12,16 +13,38 @@
 #     with the same flags takes seconds;
 #   - refuses a built library that contains AMX instructions;
 #   - reinstalls when the environment holds a build with other flags (recorded in <venv>/.llama-build).
+#
+# --variant avx512 builds the same version with AVX-512 (still no AMX) and installs only its shared libraries into
+# <venv>/llama-cpp-variants/avx512/lib, with variant.json naming the CPU flags its instructions need. It is built
+# only on a CPU that advertises them; the engine loads it only where the CPU advertises them and a smoke decode with
+# it passes (syntra_dspy/lm/llamacpp/variants.py), so the environment still runs on any x86-64 host.
 set -euo pipefail
-py="${1:?usage: $0 PATH/TO/python}"
+py="${1:?usage: $0 PATH/TO/python [--variant avx512]}"
+variant=""
+if [ "${2:-}" = --variant ]; then variant="${3:?usage: $0 PATH/TO/python --variant avx512}"; fi
 version="${SYNTRA_LLAMA_CPP_VERSION:-0.3.36}"
 arch=$(uname -m)
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+has() { case " $flags " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+venv="$(dirname "$(dirname "$py")")"
 
-if [ -n "${SYNTRA_LLAMA_CMAKE_ARGS:-}" ]; then
+if [ -n "$variant" ]; then
+  case "$variant" in
+    avx512)
+      # what -DGGML_AVX512 (f cd vl dq bw), _VBMI, _VNNI and _BF16 compile for, on top of the portable set
+      needs="avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16"
+      cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" ;;
+    *) echo "error: unknown variant '$variant' (known: avx512)" >&2; exit 2 ;;
+  esac
+  for f in $needs; do
+    if ! has "$f"; then
+      echo "note: this CPU does not advertise $f: the $variant build is skipped (the portable one is used)"
+      exit 0
+    fi
+  done
+elif [ -n "${SYNTRA_LLAMA_CMAKE_ARGS:-}" ]; then
   cmake_args="$SYNTRA_LLAMA_CMAKE_ARGS"
 elif [ "$arch" = x86_64 ] || [ "$arch" = amd64 ]; then
-  flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
-  has() { case " $flags " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
   off="-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX_VNNI=OFF"
   if has avx2 && has fma && has f16c; then
     cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON $off"
@@ -35,15 +58,21 @@ fi
 
 pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 key=$(printf '%s\n' "$version" "$cmake_args" "$pyver" "$arch" | sha256sum | cut -c1-12)
-marker="$(dirname "$(dirname "$py")")/.llama-build"
-if [ -f "$marker" ] && [ "$(cat "$marker")" = "$key" ] && "$py" -c 'import llama_cpp' 2>/dev/null; then
+marker="$venv/.llama-build"
+target="$venv/llama-cpp-variants/$variant"
+if [ -n "$variant" ]; then
+  marker="$target/.key"
+  if [ -f "$marker" ] && [ "$(cat "$marker")" = "$key" ] && [ -d "$target/lib" ]; then
+    exit 0
+  fi
+elif [ -f "$marker" ] && [ "$(cat "$marker")" = "$key" ] && "$py" -c 'import llama_cpp' 2>/dev/null; then
   exit 0
 fi
 
 cache="${SYNTRA_CACHE_DIR:-$HOME/.cache/syntra-dspy}/wheels/llama-cpp-python-$version-$key"
 wheel=$(ls "$cache"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
-  echo "== building llama-cpp-python $version portably (about 6 minutes on 2 cores, once per flag set) =="
+  echo "== building llama-cpp-python $version ${variant:-portable} (about 6 minutes on 2 cores, once per flag set) =="
   echo "   CMAKE_ARGS=$cmake_args"
   mkdir -p "$cache.tmp"
   CMAKE_ARGS="$cmake_args" FORCE_CMAKE=1 "$py" -m pip wheel -q --no-deps --no-cache-dir \
@@ -65,6 +94,24 @@ if command -v objdump >/dev/null 2>&1; then
       exit 1
     fi
   done
+fi
+
+if [ -n "$variant" ]; then
+  rm -rf "$target.tmp" && mkdir -p "$target.tmp"
+  "$py" -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+for n in z.namelist():
+    if n.startswith("llama_cpp/lib/") and not n.endswith("/"):
+        z.extract(n, sys.argv[2])' "$wheel" "$target.tmp"
+  mv "$target.tmp/llama_cpp/lib" "$target.tmp/lib" && rm -rf "$target.tmp/llama_cpp"
+  "$py" -c 'import json, sys
+name, version, cmake_args, needs, out = sys.argv[1:]
+json.dump({"name": name, "llama_cpp_version": version, "cmake_args": cmake_args, "cpu_flags": needs.split()},
+          open(out, "w"), indent=2)' "$variant" "$version" "$cmake_args" "$needs" "$target.tmp/variant.json"
+  printf '%s\n' "$key" >"$target.tmp/.key"
+  rm -rf "$target" && mv "$target.tmp" "$target"
+  echo "llama-cpp-python $version $variant libraries installed in $target (used where the CPU runs them)"
+  exit 0
 fi
 
 # Uninstall first: pip would keep another build of the same version as "already satisfied".

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
 import pytest
 
 from syntra_dspy.lm.llamacpp import engine as embedded
-from syntra_dspy.lm.llamacpp import engine_check
+from syntra_dspy.errors import ConfigError
+from syntra_dspy.lm.llamacpp import engine_check, variants
 from syntra_dspy.lm.llamacpp import LlamaCppEngine
 from syntra_dspy.lm.llamacpp.engine_check import EngineCrashError, ensure_engine_works
 
@@ -23,8 +25,15 @@ def fake_engine(tmp_path, monkeypatch):
     lib = tmp_path / "llama_cpp" / "lib"
     lib.mkdir(parents=True)
     (lib / "libggml-cpu.so").write_bytes(b"build one")
-    monkeypatch.setattr(engine_check, "_library_dir", lambda: ("9.9.9", lib.parent))
+    monkeypatch.setattr(engine_check, "_package", lambda: ("9.9.9", lib.parent))
     monkeypatch.setattr(engine_check, "_passed", {})
+    monkeypatch.setattr(engine_check, "_selected", None)
+    monkeypatch.setattr(engine_check, "_ours", None)
+    monkeypatch.setattr(variants, "variants_root", lambda prefix=None: tmp_path / "variants")  # none installed
+    monkeypatch.setattr(variants, "installed_llama_cpp_version", lambda: "9.9.9")
+    monkeypatch.setenv(variants.LIB_PATH_ENV, "restored-after-the-test")
+    monkeypatch.delenv(variants.LIB_PATH_ENV)
+    monkeypatch.delenv(variants.CHOICE_ENV, raising=False)
     monkeypatch.setenv("SYNTRA_CACHE_DIR", str(tmp_path / "cache"))
     runs = tmp_path / "runs.txt"
 
@@ -35,7 +44,7 @@ def fake_engine(tmp_path, monkeypatch):
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     return types.SimpleNamespace(lib=lib, use=use, gguf=gguf, runs=lambda: len(runs.read_text()) if runs.exists() else 0,
-                                 cache=tmp_path / "cache" / "engine-check")
+                                 cache=tmp_path / "cache" / "engine-check", variants=tmp_path / "variants")
 
 
 def test_a_crashing_engine_gives_the_cause_the_rebuild_command_and_the_server_route(fake_engine):
@@ -98,3 +107,125 @@ def test_the_check_command_exits_1_with_the_message(fake_engine, capsys):
     fake_engine.use(PASS)
     assert engine_check.main(["--model", str(fake_engine.gguf)]) == 0
     assert "embedded engine ok" in capsys.readouterr().out
+
+
+# --- faster builds beside the portable one (variants.py) ---------------------------------------------------------
+
+AVX512_FLAGS = ["avx2", "fma", "avx512f", "avx512bw"]
+
+
+def install_variant(root, name="avx512", version="9.9.9", cpu_flags=AVX512_FLAGS, content=b"avx512 build"):
+    """What scripts/build-llama.sh --variant writes: the libraries and variant.json."""
+    lib = root / name / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libggml-cpu.so").write_bytes(content)
+    (root / name / "variant.json").write_text(json.dumps(
+        {"name": name, "llama_cpp_version": version, "cmake_args": "-DGGML_AVX512=ON", "cpu_flags": cpu_flags}))
+    return lib
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    """This CPU's advertised flags, set by the test; llama_cpp not imported yet (the choice is still open)."""
+    flags: set[str] = set()
+    monkeypatch.setattr(variants, "cpu_flags", lambda cpuinfo=None: frozenset(flags))
+    monkeypatch.delitem(sys.modules, "llama_cpp", raising=False)
+    return flags
+
+
+def recording_child(monkeypatch, record, *, crash_with_variant: bool) -> None:
+    """A child that decodes with whatever LLAMA_CPP_LIB_PATH it inherits and records it in ``record``; told to, it
+    crashes with the variant, as an AVX-512 library on a VM that does not grant AVX-512 would."""
+    head = f"import os; open({str(record)!r}, 'a').write(os.environ.get('LLAMA_CPP_LIB_PATH', 'portable') + '\\n'); "
+    crash = "import signal; os.kill(os.getpid(), signal.SIGILL) if os.environ.get('LLAMA_CPP_LIB_PATH') else None; "
+    code = head + (crash if crash_with_variant else "") + PASS
+    monkeypatch.setattr(engine_check, "child_command", lambda path: [sys.executable, "-c", code])
+
+
+def test_a_variant_the_cpu_runs_is_chosen_after_its_own_smoke_decode(fake_engine, cpu, monkeypatch, tmp_path):
+    lib = install_variant(fake_engine.variants)
+    cpu.update(AVX512_FLAGS)
+    record = tmp_path / "children.txt"
+    recording_child(monkeypatch, record, crash_with_variant=False)
+    check = ensure_engine_works(fake_engine.gguf)
+    assert check.ok and check.build == "avx512"
+    assert os.environ[variants.LIB_PATH_ENV] == str(lib)  # what `import llama_cpp` will load in this process
+    assert record.read_text().splitlines() == [str(lib)]  # the variant itself was decoded with, once
+    assert ensure_engine_works(fake_engine.gguf).cached
+    assert engine_check.main(["--model", str(fake_engine.gguf)]) == 0
+
+
+def test_a_variant_that_crashes_falls_back_to_the_portable_build_with_a_warning(fake_engine, cpu, monkeypatch, tmp_path,
+                                                                                caplog):
+    install_variant(fake_engine.variants)
+    cpu.update(AVX512_FLAGS)
+    record = tmp_path / "children.txt"
+    recording_child(monkeypatch, record, crash_with_variant=True)
+    check = ensure_engine_works(fake_engine.gguf)
+    assert check.ok and check.build == "portable"
+    assert variants.LIB_PATH_ENV not in os.environ
+    assert len(record.read_text().splitlines()) == 2  # the variant, then the portable build
+    assert "avx512 build of the embedded engine failed its smoke decode" in caplog.text and "SIGILL" in caplog.text
+
+
+def test_a_variant_whose_decode_used_another_builds_libraries_is_refused(fake_engine, cpu, monkeypatch):
+    install_variant(fake_engine.variants)
+    cpu.update(AVX512_FLAGS)
+    stray = str(fake_engine.lib / "libggml-cpu.so")  # the portable library, not the variant's
+    code = f"import json; print(json.dumps({{'ok': True, 'tokens': 3, 'text': 'ok', 'libraries': [{stray!r}]}}))"
+    monkeypatch.setattr(engine_check, "child_command", lambda path: [sys.executable, "-c", code])
+    assert ensure_engine_works(fake_engine.gguf).build == "portable"
+
+
+def test_a_variant_is_not_tried_where_the_cpu_lacks_its_flags_or_its_version_differs(fake_engine, cpu, tmp_path):
+    install_variant(fake_engine.variants)
+    cpu.update({"avx2", "fma"})
+    fake_engine.use(PASS)
+    assert ensure_engine_works(fake_engine.gguf).build == "portable"
+    assert fake_engine.runs() == 1  # only the portable build was decoded
+    options, notes = variants.candidates(root=fake_engine.variants, flags=frozenset(AVX512_FLAGS), version="1.0.0")
+    assert options == [] and "built for llama-cpp-python 9.9.9, the installed one is 1.0.0" in notes[0]
+    options, notes = variants.candidates(root=fake_engine.variants, flags=frozenset({"avx2"}), version="9.9.9")
+    assert options == [] and "does not advertise fma, avx512f, avx512bw" in notes[0]
+
+
+def test_the_choice_can_be_forced_and_a_wrong_name_is_an_error(fake_engine, cpu, monkeypatch):
+    install_variant(fake_engine.variants)
+    cpu.update(AVX512_FLAGS)
+    fake_engine.use(PASS)
+    monkeypatch.setenv(variants.CHOICE_ENV, "portable")
+    assert ensure_engine_works(fake_engine.gguf).build == "portable"
+    with pytest.raises(ConfigError, match="names no installed engine build") as info:
+        variants.candidates("avx1024", root=fake_engine.variants)
+    assert "auto, portable, avx512" in info.value.hint
+    with pytest.raises(ConfigError, match="cannot run here: this CPU does not advertise avx512f"):
+        variants.candidates("avx512", root=fake_engine.variants, flags=frozenset({"avx2", "fma"}), version="9.9.9")
+
+
+def test_a_library_path_the_user_set_is_kept_and_a_broken_variant_is_skipped(fake_engine, cpu, monkeypatch, tmp_path,
+                                                                             caplog):
+    install_variant(fake_engine.variants)
+    (fake_engine.variants / "half").mkdir()
+    (fake_engine.variants / "half" / "variant.json").write_text("{not json")
+    assert [v.name for v in variants.installed(fake_engine.variants)] == ["avx512"]
+    assert "half/variant.json" in caplog.text
+    own = tmp_path / "own-build"
+    own.mkdir()
+    (own / "libggml-cpu.so").write_bytes(b"the user's own")
+    monkeypatch.setenv(variants.LIB_PATH_ENV, str(own))
+    cpu.update(AVX512_FLAGS)
+    fake_engine.use(PASS)
+    check = ensure_engine_works(fake_engine.gguf)
+    assert check.build == "LLAMA_CPP_LIB_PATH" and os.environ[variants.LIB_PATH_ENV] == str(own)
+
+
+def test_a_run_store_is_told_which_build_made_its_records(monkeypatch):
+    from syntra_dspy.lm.roles import with_engine_build
+
+    info = {"model": "embedded/qwen2.5-coder-1.5b", "embedded": {"name": "qwen2.5-coder-1.5b"}}
+    monkeypatch.setattr(engine_check, "_selected", None)
+    assert with_engine_build(info) == info  # not loaded yet: nothing to say
+    monkeypatch.setattr(engine_check, "_selected", "avx512")
+    assert with_engine_build(info)["embedded"] == {"name": "qwen2.5-coder-1.5b", "engine_build": "avx512"}
+    served = {"model": "hosted_vllm/m", "api_base": "http://h/v1"}
+    assert with_engine_build(served) == served

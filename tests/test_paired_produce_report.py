@@ -128,3 +128,31 @@ def test_the_scripted_mini_task_is_compiled_once_per_work_folder(tmp_path, monke
     first = paired.compile_mini(tmp_path / "mini", "expected")
     again = paired.compile_mini(tmp_path / "mini", "expected")
     assert first == again == compiled[0] and len(compiled) == 1
+
+
+def test_a_side_that_names_an_engine_build_runs_every_turn_in_a_child_with_its_build(monkeypatch, tmp_path):
+    """A process loads one build of the engine's libraries, so sides that differ by build take their turns in child
+    processes, in ABBA order, each told its build; the setting itself never reaches produce()."""
+    import benchmarks.paired_produce as paired
+
+    turns, runs = [], []
+    in_child = paired.run_turn_in_child
+    monkeypatch.setattr(paired, "run_turn_in_child",
+                        lambda artifact, store, kwargs, *, build, generator, latency:
+                        turns.append((store.name, build, kwargs["docs"], sorted(kwargs))))
+    monkeypatch.setattr(paired, "side_row", lambda label, settings, store, wall=None: {"label": label})
+    sides = [("portable", {"engine_build": "portable"}), ("fast", {"engine_build": "avx512", "hide_copied": False})]
+    paired.run_in_turn(sides, tmp_path / "artifact", tmp_path, generator=lambda: None,
+                       common={"docs": 2, "top_k": 8}, child={"generator": "embedded", "latency": 0.0})
+    assert [(store[0], build, docs) for store, build, docs, _ in turns] == [
+        ("1", "portable", 1), ("2", "avx512", 1), ("2", "avx512", 2), ("1", "portable", 2)]
+    assert all("engine_build" not in keys for *_, keys in turns)
+    assert "hide_copied" in turns[1][3] and "hide_copied" not in turns[0][3]
+
+    monkeypatch.setenv("LLAMA_CPP_LIB_PATH", "/somewhere/else")
+    monkeypatch.setattr(paired.subprocess, "run", lambda cmd, env, check: runs.append((cmd, env)))
+    in_child(tmp_path / "a", tmp_path / "s.db", {"docs": 1, "corpus": tmp_path / "c.jsonl"},
+             build="avx512", generator="embedded", latency=0.0)
+    (cmd, env), = runs
+    assert env["SYNTRA_LLAMA_VARIANT"] == "avx512" and "LLAMA_CPP_LIB_PATH" not in env  # the named build, not the path
+    assert cmd[-2] == "--turn" and '"corpus": "' in cmd[-1]

@@ -291,6 +291,18 @@ def prepare_lm(lm: dspy.LM) -> None:
         engine.load()
 
 
+def with_engine_build(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` (:func:`describe_lm`'s) with the build of the embedded engine's libraries this process loaded, once it
+    is chosen (:mod:`~syntra_dspy.lm.llamacpp.variants`): an AVX-512 build's numbers differ from the portable one's
+    in the last digits, so a store says which made its records."""
+    from syntra_dspy.lm.llamacpp.engine_check import loaded_build
+
+    build = loaded_build()
+    if not info.get("embedded") or build is None:
+        return info
+    return {**info, "embedded": {**info["embedded"], "engine_build": build}}
+
+
 def describe_lm(lm: dspy.LM, *, role: str, spec: LMSpec | None = None) -> dict[str, Any]:
     """A secret-free description of one LM: model, address, sampling settings, embedded model checksum."""
     bases = spec.api_bases if spec else []

@@ -32,7 +32,7 @@ from syntra_dspy.errors import ConfigError, RunAbandoned, is_fatal_backend_error
 from syntra_dspy.code_version import code_version
 from syntra_dspy.lm.endpoints import RoutedEngine
 from syntra_dspy.lm.guarded import GuardedLM, cancel_calls
-from syntra_dspy.lm.roles import prepare_lm
+from syntra_dspy.lm.roles import prepare_lm, with_engine_build
 from syntra_dspy.lm.usage import submit_in_context
 from syntra_dspy.production.ledger import RunLedger
 from syntra_dspy.production.pipeline import build_pipeline, production_context
@@ -224,6 +224,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
         plan = None
         if ray_module is None:
             prepare_lm(lm)
+            generator_info = with_engine_build(generator_info)
         else:  # each worker builds and loads its own LM from the same settings
             spec = resolve_generator_spec(inputs.artifact.meta, generator, config.api_key_env,
                                           timeout=config.timeout, retries=config.retries)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import re
 import signal
@@ -26,11 +27,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from syntra_dspy.errors import DependencyError
+from syntra_dspy.lm.llamacpp import variants
 
 #: What the project's setup builds with on x86-64 (scripts/build-llama.sh picks these when the CPU has AVX2).
 PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 _CHILD_TIMEOUT_S = 300.0
 _passed: dict[str, EngineCheck] = {}  # build key -> the check that passed, in this process
+_selected: str | None = None  # the build this process loads, once chosen (select_build)
+_ours: str | None = None  # the LLAMA_CPP_LIB_PATH select_build set (any other value is the user's)
+logger = logging.getLogger(__name__)
 
 
 class EngineCrashError(DependencyError):
@@ -48,20 +53,33 @@ class EngineCheck:
     seconds: float
     detail: str
     cached: bool = False
+    #: which build of the libraries: ``portable``, a variant's name (:mod:`.variants`) or ``LLAMA_CPP_LIB_PATH``
+    build: str = variants.PORTABLE
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _library_dir() -> tuple[str, Path]:
-    try:
-        import llama_cpp
-    except ImportError:
+def _package() -> tuple[str, Path]:
+    """The installed llama-cpp-python's version and folder, found without importing it: importing loads its
+    libraries, and which build to load is chosen first (:func:`select_build`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
         raise DependencyError(
             "the embedded backend needs llama-cpp-python",
             hint='run scripts/setup.sh, or pip install "syntra-dspy[embedded]" (see the README on portable builds)',
-        ) from None
-    return getattr(llama_cpp, "__version__", "unknown"), Path(llama_cpp.__file__).parent
+        )
+    return variants.installed_llama_cpp_version() or "unknown", Path(spec.origin).parent
+
+
+def _library_dir() -> tuple[str, Path]:
+    """The llama-cpp-python version, and the folder whose libraries this process loads (``LLAMA_CPP_LIB_PATH`` when
+    set, as llama-cpp-python itself reads it)."""
+    version, folder = _package()
+    override = os.environ.get(variants.LIB_PATH_ENV)
+    return version, Path(override) if override else folder
 
 
 def _cpu_signature() -> str:
@@ -110,17 +128,18 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
-def run_check(model_path: Path, *, timeout: float = _CHILD_TIMEOUT_S) -> EngineCheck:
-    """Run the smoke decode in a subprocess now (no cache)."""
-    version, _ = _library_dir()
+def run_check(model_path: Path, *, timeout: float = _CHILD_TIMEOUT_S, build: str = variants.PORTABLE) -> EngineCheck:
+    """Run the smoke decode in a subprocess now (no cache), with the libraries this process would load."""
+    version, folder = _library_dir()
     key = build_key()
     started = time.perf_counter()
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    failed = lambda detail: EngineCheck(False, key, version, str(model_path), time.perf_counter() - started, detail,
+                                        build=build)  # noqa: E731
     try:
         proc = subprocess.run(child_command(model_path), capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return EngineCheck(False, key, version, str(model_path), time.perf_counter() - started,
-                           f"the smoke decode did not finish within {timeout:.0f} s")
+        return failed(f"the smoke decode did not finish within {timeout:.0f} s")
     seconds = time.perf_counter() - started
     if proc.returncode == 0:
         try:
@@ -128,11 +147,15 @@ def run_check(model_path: Path, *, timeout: float = _CHILD_TIMEOUT_S) -> EngineC
         except (ValueError, IndexError):
             report = {}
         if report.get("ok"):
+            # a variant whose libraries resolve another build's (a missing file, a wrong run path) is not that variant
+            stray = [lib for lib in report.get("libraries") or [] if not Path(lib).resolve().is_relative_to(
+                folder.resolve())] if os.environ.get(variants.LIB_PATH_ENV) else []
+            if stray:
+                return failed(f"decoded, but with libraries from outside {folder}: {', '.join(stray)}")
             detail = f"decoded {report.get('tokens')} tokens: {report.get('text')!r}"
-            return EngineCheck(True, key, version, str(model_path), seconds, detail)
+            return EngineCheck(True, key, version, str(model_path), seconds, detail, build=build)
     tail = " | ".join(line for line in (proc.stderr or "").strip().splitlines()[-4:] if line.strip())
-    detail = _describe_exit(proc.returncode) + (f"; last output: {tail[-600:]}" if tail else "")
-    return EngineCheck(False, key, version, str(model_path), seconds, detail)
+    return failed(_describe_exit(proc.returncode) + (f"; last output: {tail[-600:]}" if tail else ""))
 
 
 def crash_message(check: EngineCheck) -> str:
@@ -155,7 +178,18 @@ def crash_hint(check: EngineCheck) -> str:
 
 
 def ensure_engine_works(model_path: Path, *, force: bool = False) -> EngineCheck:
-    """Raise :class:`EngineCrashError` unless the engine decodes on this machine; cached per build and CPU."""
+    """Raise :class:`EngineCrashError` unless the engine decodes on this machine; cached per build and CPU.
+
+    The first call in a process also chooses which build of the libraries to load (:func:`select_build`)."""
+    global _selected
+    if _selected is None:
+        _selected, check = _select(model_path, force=force)
+        if check is not None:  # the chosen variant's own decode, just run (or read from the cache)
+            return check
+    return _checked(model_path, force=force, build=_selected)
+
+
+def _checked(model_path: Path, *, force: bool, build: str) -> EngineCheck:
     key = build_key()
     if key in _passed and not force:
         return _passed[key]
@@ -168,7 +202,7 @@ def ensure_engine_works(model_path: Path, *, force: bool = False) -> EngineCheck
         if saved is not None and saved.ok:
             _passed[key] = saved
             return saved
-    check = run_check(model_path)
+    check = run_check(model_path, build=build)
     if not check.ok:  # failures are not cached: a rebuild changes the key, a fix elsewhere is seen at once
         raise EngineCrashError(crash_message(check), hint=crash_hint(check))
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -177,6 +211,46 @@ def ensure_engine_works(model_path: Path, *, force: bool = False) -> EngineCheck
     os.replace(tmp, cache)
     _passed[key] = replace(check, cached=True)
     return check
+
+
+def loaded_build() -> str | None:
+    """The build :func:`select_build` chose in this process (None before the engine's first load)."""
+    return _selected
+
+
+def select_build(model_path: Path, *, force: bool = False) -> str:
+    """Which build of the engine's libraries this process loads, chosen once, before ``llama_cpp`` is imported.
+
+    The fastest installed variant (:mod:`.variants`) whose CPU flags this machine advertises and whose smoke decode
+    passes here; otherwise the portable build, with a warning when a variant failed its decode. A
+    ``LLAMA_CPP_LIB_PATH`` set by the user (or inherited from the process that chose) is kept as it is."""
+    global _selected
+    if _selected is None:
+        _selected, _ = _select(model_path, force=force)
+    return _selected
+
+
+def _select(model_path: Path, *, force: bool) -> tuple[str, EngineCheck | None]:
+    global _ours
+    given = os.environ.get(variants.LIB_PATH_ENV)
+    if given and given != _ours:
+        named = [v.name for v in variants.installed() if v.lib_dir.resolve() == Path(given).resolve()]
+        return (named[0] if named else variants.LIB_PATH_ENV), None
+    if "llama_cpp" in sys.modules:  # its libraries are loaded already: nothing left to choose
+        return variants.PORTABLE, None
+    options, notes = variants.candidates()
+    for note in notes:
+        logger.info(note)
+    for variant in options:
+        os.environ[variants.LIB_PATH_ENV] = _ours = str(variant.lib_dir)
+        try:
+            return variant.name, _checked(model_path, force=force, build=variant.name)
+        except EngineCrashError as exc:
+            del os.environ[variants.LIB_PATH_ENV]
+            _ours = None
+            logger.warning("the %s build of the embedded engine failed its smoke decode on this machine (%s); "
+                           "using the portable build", variant.name, exc.message)
+    return variants.PORTABLE, None
 
 
 def physical_cores() -> int:
@@ -189,6 +263,16 @@ def physical_cores() -> int:
     # one "physical id" / "core id" pair per physical core, repeated for each of its hardware threads
     cores = set(re.findall(r"physical id\s*:\s*(\d+).*?core id\s*:\s*(\d+)", info, re.DOTALL))
     return max(1, min(available, len(cores) or available))
+
+
+def _mapped_libraries() -> list[str]:
+    """The engine libraries this process has mapped (Linux; empty elsewhere): which build really decoded."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    paths = {line.split(None, 5)[-1] for line in maps.splitlines() if line.count(" ") >= 5}
+    return sorted(p for p in paths if Path(p).name.startswith(("libllama", "libggml")))
 
 
 def _child(model_path: str) -> int:
@@ -207,7 +291,7 @@ def _child(model_path: str) -> int:
                                           response_format={"type": "json_object", "schema": schema})
     tokens = plain["usage"]["completion_tokens"] + framed["usage"]["completion_tokens"]
     text = (plain["choices"][0]["message"]["content"] or "") + " | " + (framed["choices"][0]["message"]["content"] or "")
-    print(json.dumps({"ok": True, "tokens": tokens, "text": text[:80]}))
+    print(json.dumps({"ok": True, "tokens": tokens, "text": text[:80], "libraries": _mapped_libraries()}))
     return 0
 
 
@@ -233,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"       {exc.hint}", file=sys.stderr)
         return 1
     how = "cached result" if check.cached else f"{check.seconds:.1f} s"
-    print(f"embedded engine ok: llama-cpp-python {check.llama_cpp_version} decodes on this machine "
-          f"({how}; build {check.key})")
+    print(f"embedded engine ok: llama-cpp-python {check.llama_cpp_version} ({check.build} build) decodes on this "
+          f"machine ({how}; build key {check.key})")
     return 0
 
 
