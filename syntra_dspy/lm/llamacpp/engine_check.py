@@ -22,6 +22,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -35,6 +36,7 @@ _CHILD_TIMEOUT_S = 300.0
 _passed: dict[str, EngineCheck] = {}  # build key -> the check that passed, in this process
 _selected: str | None = None  # the build this process loads, once chosen (select_build)
 _ours: str | None = None  # the LLAMA_CPP_LIB_PATH select_build set (any other value is the user's)
+_SELECTING = threading.Lock()
 logger = logging.getLogger(__name__)
 
 
@@ -182,10 +184,11 @@ def ensure_engine_works(model_path: Path, *, force: bool = False) -> EngineCheck
 
     The first call in a process also chooses which build of the libraries to load (:func:`select_build`)."""
     global _selected
-    if _selected is None:
-        _selected, check = _select(model_path, force=force)
-        if check is not None:  # the chosen variant's own decode, just run (or read from the cache)
-            return check
+    with _SELECTING:  # threads that load the engine at once choose (and set LLAMA_CPP_LIB_PATH) once
+        if _selected is None:
+            _selected, check = _select(model_path, force=force)
+            if check is not None:  # the chosen variant's own decode, just run (or read from the cache)
+                return check
     return _checked(model_path, force=force, build=_selected)
 
 
@@ -225,8 +228,9 @@ def select_build(model_path: Path, *, force: bool = False) -> str:
     passes here; otherwise the portable build, with a warning when a variant failed its decode. A
     ``LLAMA_CPP_LIB_PATH`` set by the user (or inherited from the process that chose) is kept as it is."""
     global _selected
-    if _selected is None:
-        _selected, _ = _select(model_path, force=force)
+    with _SELECTING:
+        if _selected is None:
+            _selected, _ = _select(model_path, force=force)
     return _selected
 
 
