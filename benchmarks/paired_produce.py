@@ -233,7 +233,7 @@ def turn(spec: str) -> int:
         engine = getattr(lm, "engine", None)
         if engine is not None and hasattr(engine, "load"):
             engine.load()  # chooses the build now, so a fallback is caught before any call
-            used = engine_check.select_build(engine._resolved)
+            used = engine_check.loaded_build()
             if turn["build"] != "auto" and used != turn["build"]:
                 raise SystemExit(f"asked for the {turn['build']} engine build, loaded {used}")
             print(f"engine build: {used}", flush=True)

@@ -34,8 +34,8 @@ from syntra_dspy.lm.llamacpp import variants
 PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 _CHILD_TIMEOUT_S = 300.0
 _passed: dict[str, EngineCheck] = {}  # build key -> the check that passed, in this process
-_selected: str | None = None  # the build this process loads, once chosen (select_build)
-_ours: str | None = None  # the LLAMA_CPP_LIB_PATH select_build set (any other value is the user's)
+_selected: str | None = None  # the build this process loads, once chosen (ensure_engine_works)
+_ours: str | None = None  # the LLAMA_CPP_LIB_PATH _select set (any other value is the user's)
 _SELECTING = threading.Lock()
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class EngineCheck:
 
 def _package() -> tuple[str, Path]:
     """The installed llama-cpp-python's version and folder, found without importing it: importing loads its
-    libraries, and which build to load is chosen first (:func:`select_build`)."""
+    libraries, and which build to load is chosen first (:func:`_select`)."""
     import importlib.util
 
     spec = importlib.util.find_spec("llama_cpp")
@@ -182,7 +182,7 @@ def crash_hint(check: EngineCheck) -> str:
 def ensure_engine_works(model_path: Path, *, force: bool = False) -> EngineCheck:
     """Raise :class:`EngineCrashError` unless the engine decodes on this machine; cached per build and CPU.
 
-    The first call in a process also chooses which build of the libraries to load (:func:`select_build`)."""
+    The first call in a process also chooses which build of the libraries to load (:func:`_select`)."""
     global _selected
     with _SELECTING:  # threads that load the engine at once choose (and set LLAMA_CPP_LIB_PATH) once
         if _selected is None:
@@ -217,24 +217,15 @@ def _checked(model_path: Path, *, force: bool, build: str) -> EngineCheck:
 
 
 def loaded_build() -> str | None:
-    """The build :func:`select_build` chose in this process (None before the engine's first load)."""
-    return _selected
-
-
-def select_build(model_path: Path, *, force: bool = False) -> str:
-    """Which build of the engine's libraries this process loads, chosen once, before ``llama_cpp`` is imported.
-
-    The fastest installed variant (:mod:`.variants`) whose CPU flags this machine advertises and whose smoke decode
-    passes here; otherwise the portable build, with a warning when a variant failed its decode. A
-    ``LLAMA_CPP_LIB_PATH`` set by the user (or inherited from the process that chose) is kept as it is."""
-    global _selected
-    with _SELECTING:
-        if _selected is None:
-            _selected, _ = _select(model_path, force=force)
+    """The build :func:`ensure_engine_works` chose in this process (None before the engine's first load)."""
     return _selected
 
 
 def _select(model_path: Path, *, force: bool) -> tuple[str, EngineCheck | None]:
+    """Which build of the engine's libraries this process loads (and its check when one ran), chosen once, before
+    ``llama_cpp`` is imported: the fastest installed variant (:mod:`.variants`) whose CPU flags this machine advertises
+    and whose smoke decode passes here; otherwise the portable build, with a warning when a variant failed its decode.
+    A ``LLAMA_CPP_LIB_PATH`` set by the user (or inherited from the process that chose) is kept as it is."""
     global _ours
     given = os.environ.get(variants.LIB_PATH_ENV)
     if given and given != _ours:

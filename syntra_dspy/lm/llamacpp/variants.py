@@ -43,7 +43,6 @@ class Variant:
     lib_dir: Path
     llama_cpp_version: str
     cpu_flags: tuple[str, ...]
-    cmake_args: str = ""
 
 
 def variants_root(prefix: str | Path | None = None) -> Path:
@@ -61,8 +60,7 @@ def installed(root: Path | None = None) -> list[Variant]:
             data = json.loads(spec.read_text())
             variant = Variant(name=str(data["name"]), lib_dir=spec.parent / "lib",
                               llama_cpp_version=str(data["llama_cpp_version"]),
-                              cpu_flags=tuple(str(f) for f in data["cpu_flags"]),
-                              cmake_args=str(data.get("cmake_args", "")))
+                              cpu_flags=tuple(str(f) for f in data["cpu_flags"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ignoring the engine build described by %s: %s", spec, exc)
             continue
