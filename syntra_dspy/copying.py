@@ -11,9 +11,10 @@ let through is one the check keeps.
 
 from __future__ import annotations
 
-import codecs
 import re
 from typing import Any
+
+from syntra_dspy.decoding_guards import StringGuard, pop_mark
 
 #: The longest run of a document's consecutive words a query may repeat.
 MAX_COPIED_WORDS = 10
@@ -69,25 +70,16 @@ def copy_guard_mark(document: str, max_words: int = MAX_COPIED_WORDS) -> dict[st
 
 def pop_copy_guard(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(the schema without any copy guard mark in its top-level fields, the mark's settings or None)."""
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return schema, None
-    found, fields = None, {}
-    for name, field in properties.items():
-        if isinstance(field, dict) and COPY_GUARD_KEY in field:
-            found = field[COPY_GUARD_KEY]
-            field = {k: v for k, v in field.items() if k != COPY_GUARD_KEY}
-        fields[name] = field
-    return ({**schema, "properties": fields}, found) if found is not None else (schema, None)
+    return pop_mark(schema, COPY_GUARD_KEY)
 
 
-class CopyGuard:
+class CopyGuard(StringGuard):
     """Follows a JSON answer as it is decoded and says whether the next piece of text would make a string in it
     repeat more than ``max_words`` consecutive words of ``document`` (as :func:`longest_copy` counts them).
 
     Every string of the answer is watched (the field names of a query list are short words, far below the limit).
-    Text comes as the decoder's bytes, so a character split over two tokens is read once it is whole. Only runs
-    that end in a piece the new text changed are measured: every earlier piece was measured when it was written."""
+    Only runs that end in a piece the new text changed are measured: every earlier piece was measured when it was
+    written."""
 
     def __init__(self, document: str, max_words: int = MAX_COPIED_WORDS) -> None:
         self.max_words = max_words
@@ -95,50 +87,9 @@ class CopyGuard:
         self._at: dict[str, list[int]] = {}
         for position, piece in enumerate(self._doc):
             self._at.setdefault(piece, []).append(position)
-        self.reset()
+        super().__init__()
 
-    def reset(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._inside, self._escaped, self._value = False, False, ""
-
-    def _read(self, text: str) -> tuple[tuple[bool, bool, str], list[tuple[str, str]]]:
-        """The state after ``text``, and (before, after) of every string value it touched."""
-        inside, escaped, value = self._inside, self._escaped, self._value
-        touched: list[tuple[str, str]] = []
-        start = value if inside else None
-        for char in text:
-            if not inside:
-                if char == '"':
-                    inside, value, start = True, "", ""
-                continue
-            if escaped:
-                value += " " if char in "nrtbfu" else char
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                touched.append((start or "", value))
-                inside, start = False, None
-            else:
-                value += char
-        if inside:
-            touched.append((start or "", value))
-        return (inside, escaped, value), touched
-
-    def _decode(self, data: bytes) -> str:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        decoder.setstate(self._decoder.getstate())
-        return decoder.decode(data)
-
-    def refuses(self, data: bytes) -> bool:
-        """Whether appending ``data`` would make a string copy more than ``max_words`` words of the document."""
-        _, touched = self._read(self._decode(data))
-        return any(self._copies(before, after) for before, after in touched if after != before)
-
-    def accept(self, data: bytes) -> None:
-        (self._inside, self._escaped, self._value), _ = self._read(self._decoder.decode(data))
-
-    def _copies(self, before: str, after: str) -> bool:
+    def breaks(self, before: str, after: str) -> bool:
         old, _ = _pieces(before)
         new, word_of = _pieces(after)
         first = 0

@@ -33,3 +33,25 @@ def minilm():
     from syntra_dspy.retrieval.encoder import load_encoder
 
     return load_encoder("all-MiniLM-L6-v2")
+
+
+@pytest.fixture
+def small_generator():
+    """The embedded 0.5B model as a generator LM (max 120 tokens, no cache), released after the test; skips where
+    llama-cpp-python or the model's parts are not installed."""
+    import importlib.util
+
+    from syntra_dspy.lm import build_lm
+    from syntra_dspy.lm.llamacpp import release_models
+    from syntra_dspy.models.registry import EMBEDDED_MODELS
+    from syntra_dspy.task import LMSpec
+
+    small = EMBEDDED_MODELS["qwen2.5-coder-0.5b"]
+    if importlib.util.find_spec("llama_cpp") is None or not all(
+            importlib.util.find_spec(small.module(i)) for i in range(1, small.parts + 1)):
+        pytest.skip("needs llama-cpp-python and the 0.5B parts")
+    lm = build_lm(LMSpec(model="embedded:qwen2.5-coder-0.5b", max_tokens=120), role="generator", cache=False)
+    try:
+        yield lm
+    finally:
+        release_models()

@@ -172,29 +172,15 @@ class CopyOut(dspy.Signature):
 
 @pytest.mark.llm
 @pytest.mark.timeout(600)
-def test_real_small_model_told_to_copy_decodes_no_copy_under_the_guard():
+def test_real_small_model_told_to_copy_decodes_no_copy_under_the_guard(small_generator):
     """What the guard is for, on the embedded engine: asked to copy, the model copies without it, and under it the
     answer holds no run the check would reject (a real grammar, real tokens: words split, spaces in tokens)."""
-    import importlib.util
-
-    from syntra_dspy.lm import build_lm
-    from syntra_dspy.lm.llamacpp import release_models
-    from syntra_dspy.models.registry import EMBEDDED_MODELS
     from syntra_dspy.programs.narrowing import narrowed_outputs
-    from syntra_dspy.task import LMSpec
 
-    small = EMBEDDED_MODELS["qwen2.5-coder-0.5b"]
-    if importlib.util.find_spec("llama_cpp") is None or not all(
-            importlib.util.find_spec(small.module(i)) for i in range(1, small.parts + 1)):
-        pytest.skip("needs llama-cpp-python and the 0.5B parts")
-    lm = build_lm(LMSpec(model="embedded:qwen2.5-coder-0.5b", max_tokens=120), role="generator", cache=False)
-    try:
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            free = dspy.Predict(CopyOut)(document=DOCUMENT).sentence
-            with narrowed_outputs({}, {"sentence": copy_guard_mark(DOCUMENT)}):
-                guarded = dspy.Predict(CopyOut)(document=DOCUMENT).sentence
-    finally:
-        release_models()
+    with dspy.context(lm=small_generator, adapter=dspy.JSONAdapter()):
+        free = dspy.Predict(CopyOut)(document=DOCUMENT).sentence
+        with narrowed_outputs({}, {"sentence": copy_guard_mark(DOCUMENT)}):
+            guarded = dspy.Predict(CopyOut)(document=DOCUMENT).sentence
     assert longest_copy(free, DOCUMENT)[1] > MAX_COPIED_WORDS, free  # the model does copy when let
     assert longest_copy(guarded, DOCUMENT)[1] <= MAX_COPIED_WORDS, guarded
     assert len(guarded.split()) > MAX_COPIED_WORDS  # it still wrote a sentence, not an empty string

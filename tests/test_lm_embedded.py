@@ -199,10 +199,30 @@ def test_a_copy_guard_mark_becomes_the_requests_guard_and_never_reaches_the_gram
         dspy.Predict(Rate)(document="doc")
     llama = next(iter(embedded._LOADED.values())).llama
     assert COPY_GUARD_KEY not in str(llama.calls[-1]["response_format"])
-    assert isinstance(llama.copy_guard, CopyGuard) and llama.copy_guard.max_words == 4
+    assert isinstance(llama.guard, CopyGuard) and llama.guard.max_words == 4
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         dspy.Predict(Rate)(document="another doc")
-    assert llama.copy_guard is None  # the next request has none
+    assert llama.guard is None  # the next request has none
+
+
+def test_copy_and_question_marks_become_one_guard_holding_both(fake_llama):
+    """The write step under --copy-guard and --question-guard marks one field twice; the sampler gets one guard that
+    refuses what either refuses, and llama.cpp's grammar sees neither mark."""
+    from syntra_dspy.copying import CopyGuard, copy_guard_mark
+    from syntra_dspy.decoding_guards import QUESTION_GUARD_KEY, AllGuards, QuestionGuard, question_guard_mark
+    from syntra_dspy.programs.narrowing import narrowed_outputs
+
+    engine = LlamaCppEngine(fake_llama, n_ctx=4096, n_threads=2)
+    lm = dspy.LM("embedded/tiny", engine=engine, cache=False)
+    marks = {"result": {**copy_guard_mark("alpha beta gamma delta", 2), **question_guard_mark()}}
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), narrowed_outputs({}, marks):
+        dspy.Predict(Rate)(document="doc")
+    llama = next(iter(embedded._LOADED.values())).llama
+    assert QUESTION_GUARD_KEY not in str(llama.calls[-1]["response_format"])
+    guard = llama.guard
+    assert isinstance(guard, AllGuards) and [type(g) for g in guard.guards] == [CopyGuard, QuestionGuard]
+    guard.accept(b'{"result": "alpha beta')
+    assert guard.refuses(b" gamma") and guard.refuses(b"?") and not guard.refuses(b" and more")
 
 
 def test_one_llama_per_file_and_context_size(fake_llama):

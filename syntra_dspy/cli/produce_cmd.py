@@ -33,6 +33,7 @@ _SETTINGS = (
     ("--max-identifiers", "max_identifiers", {"type": count_or_all, "metavar": "N|all"}),
     ("--hide-copied", "hide_copied", {"action": argparse.BooleanOptionalAction}),
     ("--copy-guard", "copy_guard", {"type": positive_int, "metavar": "N"}),
+    ("--question-guard", "question_guard", {"action": argparse.BooleanOptionalAction}),
     ("--judge-cascade", "judge_cascade", {"choices": CASCADE_MODES}),
     ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
     ("--cascade-grades", "cascade_grades", {"type": Path, "metavar": "RUN.db"}),

@@ -289,7 +289,8 @@ class DocumentPipeline:
         try:
             written = dict(enumerate(self.program.write_queries(text, blueprints, avoid=avoid, tally=tally,
                                                                 hide_copied=self.settings.hide_copied,
-                                                                copy_guard=self.settings.copy_guard)))
+                                                                copy_guard=self.settings.copy_guard,
+                                                                question_guard=self.settings.question_guard)))
         except QueriesIncomplete as exc:
             missing = [at[n] for n in range(len(blueprints)) if n not in exc.kept]
             result.failures.append(Failure(stage="write", kind="output", error=str(exc),

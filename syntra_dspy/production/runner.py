@@ -246,7 +246,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
                 "retry_temperature": config.retry_temperature,
                 # what the generator may answer, per session: a resumed run may change them
                 "max_identifiers": inputs.settings.max_identifiers, "hide_copied": inputs.settings.hide_copied,
-                "copy_guard": inputs.settings.copy_guard,
+                "copy_guard": inputs.settings.copy_guard, "question_guard": inputs.settings.question_guard,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
                 **({"ray": ray.describe()} if ray is not None else {})})
             logger.info("session %d: %d documents to process (%s), concurrency %d%s", session, len(todo),

@@ -165,7 +165,8 @@ def unit_settings(config: ProduceConfig, artifact: Artifact, documents: int) -> 
     source = config.candidates if config.candidates is not None else meta.task_spec.candidates
     identifiers = None if config.max_identifiers == "all" else config.max_identifiers
     return UnitSettings(config.queries_per_doc, top_k, chunk, source, max_identifiers=identifiers,
-                        hide_copied=config.hide_copied, copy_guard=config.copy_guard)
+                        hide_copied=config.hide_copied, copy_guard=config.copy_guard,
+                        question_guard=config.question_guard)
 
 
 def _recorded_sampling(meta: Manifest) -> dict[str, Any]:

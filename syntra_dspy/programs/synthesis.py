@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import dspy
 
 from syntra_dspy.copying import copy_guard_mark
+from syntra_dspy.decoding_guards import question_guard_mark
 from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import cjk_share, language_name, left_cjk_words
 from syntra_dspy.programs import context as ctx
@@ -127,10 +128,13 @@ def step_adapter(name: str) -> dspy.Adapter:
     return DigitLabelAdapter() if name == "grade" else dspy.JSONAdapter()
 
 
-def _guarded(field: str, document: str, words: int | None) -> dict[str, dict]:
-    """The copy guard mark for one output field allowing ``words`` copied words (production's ``--copy-guard N``;
-    None: no guard)."""
-    return {field: copy_guard_mark(document, min(words, MAX_COPIED_WORDS))} if words else {}
+def _guarded(field: str, document: str, words: int | None, questions: bool = False) -> dict[str, dict]:
+    """The decoding guard marks for one output field: at most ``words`` copied words (production's ``--copy-guard
+    N``; None: no copy guard), and no question where ``questions`` (``--question-guard``, for a task whose queries
+    never are one)."""
+    mark = {**(copy_guard_mark(document, min(words, MAX_COPIED_WORDS)) if words else {}),
+            **(question_guard_mark() if questions else {})}
+    return {field: mark} if mark else {}
 
 
 class SynthesisProgram(dspy.Module):
@@ -292,7 +296,7 @@ class SynthesisProgram(dspy.Module):
     def write_queries(
         self, document: str, blueprints: Sequence[Blueprint], *, avoid: Sequence[str] = (),
         tally: WriteTally | None = None, rewrite: bool = True, hide_copied: bool = False,
-        copy_guard: int | None = None,
+        copy_guard: int | None = None, question_guard: bool = False,
     ) -> list[str]:
         """One query per blueprint, in the blueprints' order, each in the examples' form and unlike the others.
 
@@ -306,10 +310,12 @@ class SynthesisProgram(dspy.Module):
         ``copy_guard`` (N): an engine that narrows schemas decodes the write and rewrite answers without repeating
         more than N (at most ``MAX_COPIED_WORDS``) consecutive words of the document
         (:class:`~syntra_dspy.copying.CopyGuard`; greedy calls only: the first write call and the rewrites, not the
-        sampled retries)."""
+        sampled retries). ``question_guard``: the same calls decode no question where the examples are never
+        questions (:class:`~syntra_dspy.decoding_guards.QuestionGuard`); nothing for a task whose queries are."""
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.query_language()
         form = self.query_form()
+        no_questions = question_guard and form is not None and form.restates_questions
         kept: dict[int, str] = {}
         rule = self.query_rule()
         copied: list[str] = []
@@ -318,7 +324,7 @@ class SynthesisProgram(dspy.Module):
             numbers = [n for n in range(len(blueprints)) if n not in kept]
             asked = [blueprints[n] for n in numbers]
             shown = without_copied_sentences(doc, copied, MAX_COPIED_WORDS) if hide_copied and copied else doc
-            with narrowed_outputs({}, _guarded("queries", doc, copy_guard)):
+            with narrowed_outputs({}, _guarded("queries", doc, copy_guard, no_questions)):
                 pred = self.write(
                     document=shown,
                     blueprints=ctx.blueprints_text(asked, numbers),
@@ -345,6 +351,7 @@ class SynthesisProgram(dspy.Module):
                 for slot, (query, fix) in (exc.repairs.items() if rewrite else ()):
                     rewritten = self._rewrite(query, fix, lang=lang, document=doc, form=form,
                                               earlier=[*avoid, *kept.values()], copy_guard=copy_guard,
+                                              question_guard=no_questions,
                                               checked=partial(tally.check, slot) if tally is not None else None)
                     if rewritten is not None:
                         kept[slot] = rewritten
@@ -373,7 +380,7 @@ class SynthesisProgram(dspy.Module):
 
     def _rewrite(self, query: str, fix: str, *, lang: str, document: str, form: QueryForm | None,
                  earlier: Sequence[str], checked: Callable[[str, str], None] | None = None,
-                 copy_guard: int | None = None) -> str | None:
+                 copy_guard: int | None = None, question_guard: bool = False) -> str | None:
         """A rejected query rewritten by a short call to fix what was wrong (a question where the task's queries
         are claims; a passage copied from the document), or None when every rewrite breaks a rule too. A small writer
         often repeats such a mistake however often it is told, yet rewrites one query readily; a whole new write
@@ -381,7 +388,8 @@ class SynthesisProgram(dspy.Module):
         problem (``REWRITE_TRIES``). Fixes that need no rewrite come first, for the query and for every rewrite
         (:meth:`_fixed_in_code`): a question restated in code where that is safe, and the few Chinese words a
         cross-language writer left in an English query translated one by one. ``checked(step, outcome)`` is told
-        what became of each try (:attr:`WriteTally.checks`)."""
+        what became of each try (:attr:`WriteTally.checks`). ``copy_guard``, ``question_guard``: as
+        :meth:`write_queries` (the caller has checked that the task's queries are never questions)."""
         checks = {"lang": lang, "document": document, "form": form, "earlier": earlier}
         checked = checked or (lambda step, outcome: None)
         fixed, text = self._fixed_in_code(query, **checks)
@@ -396,7 +404,7 @@ class SynthesisProgram(dspy.Module):
             query, fix = text, repair_note(kind, text, document, MAX_COPIED_WORDS, form, lang)
         for _ in range(REWRITE_TRIES):
             try:
-                with narrowed_outputs({}, _guarded("rewritten", document, copy_guard)):
+                with narrowed_outputs({}, _guarded("rewritten", document, copy_guard, question_guard)):
                     pred = dspy.Predict(RewriteRejectedQuery)(query=query, problem=fix, form=self.rewrite_form(),
                                                                config={"max_tokens": 120})
             except (ValueError, dspy.utils.exceptions.AdapterParseError) as exc:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.copying import CopyGuard, pop_copy_guard
+from syntra_dspy.decoding_guards import QUESTION_GUARD_KEY, AllGuards, QuestionGuard, pop_mark
 from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.lm.llamacpp import engine_check
 from syntra_dspy.lm.llamacpp.grammar_sampling import grammar_checked
@@ -76,7 +77,17 @@ def release_models() -> None:
 
 
 _EXTENSIONS = frozenset({"min_p", "repeat_penalty", "typical_p"})
-_GUARD = "_copy_guard"  # the request's copy guard, carried from _options to complete()
+_GUARD = "_guard"  # the request's decoding guards (syntra_dspy.decoding_guards), carried from _options to complete()
+
+
+def pop_guards(schema: dict[str, Any]) -> tuple[dict[str, Any], CopyGuard | QuestionGuard | AllGuards | None]:
+    """(the schema without guard marks, the decoding guards its marks ask for as one, or None): the marks are the
+    write step's (:mod:`syntra_dspy.decoding_guards`) and never reach the grammar."""
+    schema, copy = pop_copy_guard(schema)
+    schema, question = pop_mark(schema, QUESTION_GUARD_KEY)
+    guards = [CopyGuard(str(copy["document"]), int(copy["max_words"]))] if copy is not None else []
+    guards += [QuestionGuard()] if question is not None else []
+    return schema, guards[0] if len(guards) == 1 else AllGuards(guards) if guards else None
 
 
 def require_nonempty_lists(schema: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +228,7 @@ class LlamaCppEngine:
         try:
             with loaded.lock:
                 loaded.llama.check_grammar_first = self.check_grammar_first  # the model is shared by engines
-                loaded.llama.copy_guard = guard  # this request's own (syntra_dspy.copying), or None
+                loaded.llama.guard = guard  # this request's own (syntra_dspy.decoding_guards), or None
                 # a one-token answer (a grade read from its logits) has nothing to draft
                 drafting = top is None and (request.config.max_tokens or 2) > 1
                 loaded.llama.draft_tokens = self.draft_tokens if drafting else 0
@@ -279,9 +290,9 @@ class LlamaCppEngine:
                 else None
             )
             if schema:
-                schema, guard = pop_copy_guard(schema)
+                schema, guard = pop_guards(schema)
                 if guard is not None:
-                    options[_GUARD] = CopyGuard(str(guard["document"]), int(guard["max_words"]))
+                    options[_GUARD] = guard
                 schema = grammar_safe_literals(require_nonempty_lists(schema))
             options["response_format"] = {"type": "json_object", **({"schema": schema} if schema else {})}
         return options

@@ -9,10 +9,10 @@ the whole vocabulary and picks again: the way llama.cpp's own command-line sampl
 token for token (the best token the grammar allows is the best token when the grammar allows the best token), so
 it applies to greedy requests only; a sampled request keeps llama-cpp-python's chain, whose distribution it is.
 
-A request may also carry a :class:`~syntra_dspy.copying.CopyGuard` (``syntra produce --copy-guard N``): a chosen
-token that would make a query repeat more than N consecutive words of its document is refused like one the grammar
-refuses, and the best token left is taken. That changes the answer (on purpose); it acts on greedy requests under a
-grammar only, the ones this sampler decodes.
+A request may also carry guards (:mod:`syntra_dspy.decoding_guards`: ``syntra produce --copy-guard N``,
+``--question-guard``): a chosen token that would make a query repeat more than N consecutive words of its document,
+or make it a question, is refused like one the grammar refuses, and the best token left is taken. That changes the
+answer (on purpose); it acts on greedy requests under a grammar only, the ones this sampler decodes.
 
 Nothing here imports llama_cpp at import time: the engine hands in the ``Llama`` class it loaded.
 """
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from syntra_dspy.copying import CopyGuard
+from syntra_dspy.decoding_guards import AllGuards, StringGuard
 
-#: Tokens a copy guard may refuse in a row at one position before the last one is kept (the grammar's own choice).
+#: Tokens a guard may refuse in a row at one position before the last one is kept (the grammar's own choice).
 MAX_STEERS = 64
 
 
@@ -39,13 +39,14 @@ class GrammarCheckedGreedy:
     (``checked``) and those it refused (``masked``: the whole vocabulary was masked for them). With ``guard`` (and
     ``piece``, a token's bytes), a token the guard refuses is passed over too (``steered`` counts them)."""
 
-    def __init__(self, llama_cpp: Any, chain: Any, grammar: Any, n_vocab: int, *, guard: CopyGuard | None = None,
+    def __init__(self, llama_cpp: Any, chain: Any, grammar: Any, n_vocab: int, *,
+                 guard: StringGuard | AllGuards | None = None,
                  piece: Callable[[int], bytes] | None = None) -> None:
         self._lib = llama_cpp
         self._chain = chain  # a LlamaSampler: owns its native chain and frees it
         self._grammar = grammar  # a native llama_sampler pointer: freed in close()
         if guard is not None and piece is None:
-            raise ValueError("a copy guard needs piece(token) -> bytes to read the tokens it judges")
+            raise ValueError("a guard needs piece(token) -> bytes to read the tokens it judges")
         self._guard, self._piece = guard, piece
         self._n_vocab = n_vocab
         self._data = np.recarray((n_vocab,), dtype=np.dtype([("id", np.intc), ("logit", np.single),
@@ -79,16 +80,16 @@ class GrammarCheckedGreedy:
         self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
         return bool(np.isfinite(self._one_data[0].logit))
 
-    def _copies(self, token: int) -> bool:
+    def _refused(self, token: int) -> bool:
         return self._guard is not None and self._guard.refuses(self._piece(token))  # type: ignore[misc]
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
         """The token a greedy chain with the grammar in it would choose at logits row ``idx``; accepted by both.
-        With a copy guard: the best such token the guard does not refuse."""
+        With a guard: the best such token the guard does not refuse."""
         self._fill(ctx, idx)
         token = self._pick()
         allowed = self._allowed(token)
-        if allowed and not self._copies(token):
+        if allowed and not self._refused(token):
             self.checked += 1
         else:
             self.masked += not allowed
@@ -96,7 +97,7 @@ class GrammarCheckedGreedy:
             self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
             token = self._pick()
             for _ in range(MAX_STEERS):  # the chain's logits are in the array now: the next best is its argmax
-                if not self._copies(token):
+                if not self._refused(token):
                     break
                 self.steered += 1
                 self._data.logit[self._all.selected] = -np.inf
@@ -133,13 +134,13 @@ class GrammarCheckedGreedy:
 def grammar_checked(llama_class: type) -> type:
     """A subclass of ``llama_class`` (``llama_cpp.Llama``) whose greedy completions under a grammar use
     :class:`GrammarCheckedGreedy`; ``check_grammar_first = False`` on an instance gives llama-cpp-python's chain
-    (the engine sets it per call), as does ``copy_guard`` (a :class:`~syntra_dspy.copying.CopyGuard` or None).
+    (the engine sets it per call), as does ``guard`` (:mod:`syntra_dspy.decoding_guards`, or None).
     ``last_sampler`` is the latest such sampler, for its counts."""
     import llama_cpp
 
     class GrammarCheckedLlama(llama_class):
         check_grammar_first = True
-        copy_guard: CopyGuard | None = None
+        guard: StringGuard | AllGuards | None = None
         last_sampler: GrammarCheckedGreedy | None = None
 
         def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
@@ -153,7 +154,7 @@ def grammar_checked(llama_class: type) -> type:
             if not native:
                 chain.close()
                 raise ValueError("llama.cpp could not parse the grammar made from the response schema")
-            self.last_sampler = GrammarCheckedGreedy(llama_cpp, chain, native, self._n_vocab, guard=self.copy_guard,
+            self.last_sampler = GrammarCheckedGreedy(llama_cpp, chain, native, self._n_vocab, guard=self.guard,
                                                      piece=lambda token: self.detokenize([token]))
             return self.last_sampler
 
