@@ -28,5 +28,10 @@ for name, path in (("ref", ref_dir / "judgments.jsonl"), ("new", new_log)):
     s = score_judge(cands, rows[name])
     print(name, "binary kappa", round(s["binary"]["kappa"], 3), "recall", round(s["binary"]["per_class"]["relevant"]["recall"], 3))
 cls = lambda r: None if r is None or r["judgment"] is None else r["judgment"]["label"]
-print("labels differ:", sum(cls(a) != cls(b) for a, b in zip(rows["ref"], rows["new"])), "of", len(cands))
+flips = [(c, b) for c, a, b in zip(cands, rows["ref"], rows["new"]) if cls(a) != cls(b)]
+print("labels differ:", len(flips), "of", len(cands))
+relevant = lambda r: r is not None and r["judgment"] is not None and r["judgment"]["class"] == "positive"
+binary_flips = [(c, b) for c, a, b in zip(cands, rows["ref"], rows["new"]) if relevant(a) != relevant(b)]
+toward = sum(relevant(b) == (c.gold == "positive") for c, b in binary_flips)
+print("relevant/not flips:", len(binary_flips), "of which the AVX-512 build agrees with people on", toward)
 print(paired_kappa_difference(cands, rows["ref"], rows["new"]))
