@@ -1,5 +1,6 @@
 """The question guard: where a task's queries are never questions, a query decoded under it is never one by the
-write step's own check, and the write step asks for it only when told to (``syntra produce --question-guard``)."""
+write step's own check, and the write step's rewrites ask for it only when told to (``syntra produce
+--question-guard``)."""
 
 from __future__ import annotations
 
@@ -93,12 +94,12 @@ def _marks(lm: ScriptedLM) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("guarded", [True, False])
-def test_the_write_and_rewrite_calls_carry_the_guard_only_when_asked(guarded):
+def test_the_rewrite_calls_carry_the_guard_only_when_asked_and_the_write_call_never(guarded):
     lm = ScriptedLM(_writer)
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         queries = program(CLAIMS).write_queries(DOC, BLUEPRINTS[:2], question_guard=guarded)
     assert queries[1] == "Notch signalling drives myeloma cell proliferation."  # the question was restated
-    assert _marks(lm) == ((1, 1) if guarded else (0, 0))
+    assert _marks(lm) == ((0, 1) if guarded else (0, 0))  # a guarded writer copies instead of asking
     # the prompt is the artifact's either way
     plain = ScriptedLM(_writer)
     with dspy.context(lm=plain, adapter=dspy.JSONAdapter()):

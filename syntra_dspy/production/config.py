@@ -66,10 +66,10 @@ class ProduceConfig(SettingsModel):
         "consecutive words of the document (the copy check rejects more than 10): the embedded engine takes the "
         "next best token instead; an engine that does not narrow schemas ignores it; default: no guard"))
     question_guard: bool = Field(False, strict=True, description=(
-        "where the task's example queries are never questions, the write step's greedy calls (the first write, the "
-        "rewrites) decode no query that is one (a final question mark, an interrogative first word): the embedded "
-        "engine takes the next best token instead of the one that starts or ends a question; an engine that does "
-        "not narrow schemas ignores it; default: off"))
+        "where the task's example queries are never questions, the write step's rewrites (the short calls that "
+        "restate a rejected query) decode no query that is one (a final question mark, an interrogative first "
+        "word): the embedded engine takes the next best token instead of the one that starts or ends a question; "
+        "an engine that does not narrow schemas ignores it; default: off"))
     # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
     judge_cascade: CascadeMode = Field("off", description=(
         "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "
@@ -162,4 +162,4 @@ class UnitSettings:
     max_identifiers: int | None = None  # extract at most this many identifiers (ProduceConfig.max_identifiers)
     hide_copied: bool = False  # retries not shown the sentences a query copied (ProduceConfig.hide_copied)
     copy_guard: int | None = None  # greedy write calls decoded without N-word copies (ProduceConfig.copy_guard)
-    question_guard: bool = False  # greedy write calls decoded without questions (ProduceConfig.question_guard)
+    question_guard: bool = False  # rewrites decoded without questions (ProduceConfig.question_guard)

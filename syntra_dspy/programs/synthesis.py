@@ -310,8 +310,10 @@ class SynthesisProgram(dspy.Module):
         ``copy_guard`` (N): an engine that narrows schemas decodes the write and rewrite answers without repeating
         more than N (at most ``MAX_COPIED_WORDS``) consecutive words of the document
         (:class:`~syntra_dspy.copying.CopyGuard`; greedy calls only: the first write call and the rewrites, not the
-        sampled retries). ``question_guard``: the same calls decode no question where the examples are never
-        questions (:class:`~syntra_dspy.decoding_guards.QuestionGuard`); nothing for a task whose queries are."""
+        sampled retries). ``question_guard``: the rewrites decode no question where the examples are never
+        questions (:class:`~syntra_dspy.decoding_guards.QuestionGuard`); nothing for a task whose queries are. Not the
+        write calls: kept from asking, the embedded 1.5B writer copies the document's sentences instead (7 of 8
+        guarded first answers on two SciFact documents), and a copy is harder to repair than a question."""
         doc = ctx.clip(document, self.max_doc_chars)
         lang = self.query_language()
         form = self.query_form()
@@ -324,7 +326,7 @@ class SynthesisProgram(dspy.Module):
             numbers = [n for n in range(len(blueprints)) if n not in kept]
             asked = [blueprints[n] for n in numbers]
             shown = without_copied_sentences(doc, copied, MAX_COPIED_WORDS) if hide_copied and copied else doc
-            with narrowed_outputs({}, _guarded("queries", doc, copy_guard, no_questions)):
+            with narrowed_outputs({}, _guarded("queries", doc, copy_guard)):
                 pred = self.write(
                     document=shown,
                     blueprints=ctx.blueprints_text(asked, numbers),
