@@ -8,8 +8,9 @@ JSON schema (``x-syntra-...`` keys), which the engine takes out before the schem
 
 - :class:`~syntra_dspy.copying.CopyGuard` (``syntra produce --copy-guard N``): no run of more than N words of the
   document.
-- :class:`QuestionGuard` (``syntra produce --question-guard``): no question where the task's queries never are one
-  (:func:`~syntra_dspy.query_form.shape`: a final question mark, or an English interrogative first word).
+- :class:`QuestionGuard` (``syntra produce --question-guard``, on the write step's rewrites): no question where the
+  task's queries never are one (:func:`~syntra_dspy.query_form.shape`: a final question mark, or an English
+  interrogative first word).
 """
 
 from __future__ import annotations
