@@ -6,11 +6,13 @@ instead (:class:`~syntra_dspy.lm.llamacpp.grammar_sampling.GrammarCheckedGreedy`
 way the check does, so what a guard let through is what the check keeps. Guards travel as marks in an output field's
 JSON schema (``x-syntra-...`` keys), which the engine takes out before the schema becomes a grammar.
 
+Each guard lives beside the rule it keeps:
+
 - :class:`~syntra_dspy.copying.CopyGuard` (``syntra produce --copy-guard N``): no run of more than N words of the
   document.
-- :class:`QuestionGuard` (``syntra produce --question-guard``, on the write step's rewrites): no question where the
-  task's queries never are one (:func:`~syntra_dspy.query_form.shape`: a final question mark, or an English
-  interrogative first word).
+- :class:`~syntra_dspy.query_form.QuestionGuard` (``syntra produce --question-guard``, on the write step's
+  rewrites): no question where the task's queries never are one (:func:`~syntra_dspy.query_form.shape`: a final
+  question mark, or an English interrogative first word).
 """
 
 from __future__ import annotations
@@ -18,11 +20,6 @@ from __future__ import annotations
 import codecs
 from collections.abc import Sequence
 from typing import Any
-
-from syntra_dspy.query_form import shape
-
-#: The key under which a request's output schema carries a question guard for one field: ``{}`` (no settings).
-QUESTION_GUARD_KEY = "x-syntra-question-guard"
 
 
 class StringGuard:
@@ -81,19 +78,6 @@ class StringGuard:
         (self._inside, self._escaped, self._value), _ = self._read(self._decoder.decode(data))
 
 
-class QuestionGuard(StringGuard):
-    """Refuses the piece of text that makes a string a question (:func:`~syntra_dspy.query_form.shape`): a question
-    mark at its end, or an English interrogative as its first word ("What", "Does", ...), refused as soon as the word
-    is written, so the decoder takes another opening rather than finishing a question it cannot end.
-
-    A string that is a question already (the decoder kept a refused token when nothing else was allowed) is not
-    refused again: the check rejects it later. Why: asked for claims, the embedded 1.5B writer writes questions (12 of
-    40 first answers in one SciFact run), and asked to restate one, mostly the same question again."""
-
-    def breaks(self, before: str, after: str) -> bool:
-        return shape(after) == "question" and shape(before) != "question"
-
-
 class AllGuards:
     """Several guards as one: a piece is refused when any refuses it; every guard follows the whole answer."""
 
@@ -110,11 +94,6 @@ class AllGuards:
     def accept(self, data: bytes) -> None:
         for guard in self.guards:
             guard.accept(data)
-
-
-def question_guard_mark() -> dict[str, Any]:
-    """What to add to an output field's JSON schema so an engine that steers decoding writes no question in it."""
-    return {QUESTION_GUARD_KEY: {}}
 
 
 def pop_mark(schema: dict[str, Any], key: str) -> tuple[dict[str, Any], dict[str, Any] | None]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from syntra_dspy.decoding_guards import StringGuard
 from syntra_dspy.languages import HAN, cjk_share
 
 Shape = Literal["question", "sentence", "plain"]
@@ -383,3 +384,25 @@ def copied_share(query: str, document: str) -> float:
     if not words:
         return 0.0
     return len(words & set(tokens(document))) / len(words)
+
+
+#: The key under which a request's output schema carries a question guard for one field: ``{}`` (no settings).
+QUESTION_GUARD_KEY = "x-syntra-question-guard"
+
+
+class QuestionGuard(StringGuard):
+    """Refuses the piece of text that makes a string a question (:func:`~syntra_dspy.query_form.shape`): a question
+    mark at its end, or an English interrogative as its first word ("What", "Does", ...), refused as soon as the word
+    is written, so the decoder takes another opening rather than finishing a question it cannot end.
+
+    A string that is a question already (the decoder kept a refused token when nothing else was allowed) is not
+    refused again: the check rejects it later. Why: asked for claims, the embedded 1.5B writer writes questions (12 of
+    40 first answers in one SciFact run), and asked to restate one, mostly the same question again."""
+
+    def breaks(self, before: str, after: str) -> bool:
+        return shape(after) == "question" and shape(before) != "question"
+
+
+def question_guard_mark() -> dict[str, Any]:
+    """What to add to an output field's JSON schema so an engine that steers decoding writes no question in it."""
+    return {QUESTION_GUARD_KEY: {}}

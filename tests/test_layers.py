@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "syntra_dspy"
 
 #: Lowest first. A unit is a subpackage (``judging``) or a root module (``task``); each imports only from lower rows.
 LAYERS = (
-    {"_lazy", "cache", "code_version", "copying", "errors", "estimate", "languages", "redact"},
-    {"jsonl", "models", "outputs", "query_form", "settings_model", "signatures", "task"},
+    {"_lazy", "cache", "code_version", "decoding_guards", "errors", "estimate", "languages", "redact"},
+    {"copying", "jsonl", "models", "outputs", "query_form", "settings_model", "signatures", "task"},
     {"lm", "retrieval"},
     {"evaluation", "training"},
     {"judging"},

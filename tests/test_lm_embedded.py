@@ -209,7 +209,8 @@ def test_copy_and_question_marks_become_one_guard_holding_both(fake_llama):
     """The write step under --copy-guard and --question-guard marks one field twice; the sampler gets one guard that
     refuses what either refuses, and llama.cpp's grammar sees neither mark."""
     from syntra_dspy.copying import CopyGuard, copy_guard_mark
-    from syntra_dspy.decoding_guards import QUESTION_GUARD_KEY, AllGuards, QuestionGuard, question_guard_mark
+    from syntra_dspy.decoding_guards import AllGuards
+    from syntra_dspy.query_form import QUESTION_GUARD_KEY, QuestionGuard, question_guard_mark
     from syntra_dspy.programs.narrowing import narrowed_outputs
 
     engine = LlamaCppEngine(fake_llama, n_ctx=4096, n_threads=2)

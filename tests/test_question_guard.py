@@ -9,11 +9,11 @@ import json
 import dspy
 import pytest
 
-from syntra_dspy.decoding_guards import QUESTION_GUARD_KEY, QuestionGuard, pop_mark, question_guard_mark
+from syntra_dspy.decoding_guards import pop_mark
 from syntra_dspy.lm.scripted import ScriptedLM
 from syntra_dspy.programs.components import ComponentState, FewShotPair
 from syntra_dspy.programs.synthesis import SynthesisProgram
-from syntra_dspy.query_form import shape
+from syntra_dspy.query_form import QUESTION_GUARD_KEY, QuestionGuard, question_guard_mark, shape
 
 from test_query_form import BLUEPRINTS, CLAIMS, DOC
 

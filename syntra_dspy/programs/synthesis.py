@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 import dspy
 
 from syntra_dspy.copying import copy_guard_mark
-from syntra_dspy.decoding_guards import question_guard_mark
 from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncomplete
 from syntra_dspy.languages import cjk_share, language_name, left_cjk_words
 from syntra_dspy.programs import context as ctx
@@ -42,7 +41,7 @@ from syntra_dspy.signatures import (
     RewriteRejectedQuery,
     WriteQueriesFromBlueprints,
 )
-from syntra_dspy.query_form import QueryForm, question_as_claim, search_terms, shape
+from syntra_dspy.query_form import QueryForm, question_as_claim, question_guard_mark, search_terms, shape
 from syntra_dspy.programs.validation import (
     MAX_COPIED_WORDS,
     NEAR_DUPLICATE,
@@ -311,7 +310,7 @@ class SynthesisProgram(dspy.Module):
         more than N (at most ``MAX_COPIED_WORDS``) consecutive words of the document
         (:class:`~syntra_dspy.copying.CopyGuard`; greedy calls only: the first write call and the rewrites, not the
         sampled retries). ``question_guard``: the rewrites decode no question where the examples are never
-        questions (:class:`~syntra_dspy.decoding_guards.QuestionGuard`); nothing for a task whose queries are. Not the
+        questions (:class:`~syntra_dspy.query_form.QuestionGuard`); nothing for a task whose queries are. Not the
         write calls: kept from asking, the embedded 1.5B writer copies the document's sentences instead (7 of 8
         guarded first answers on two SciFact documents), and a copy is harder to repair than a question."""
         doc = ctx.clip(document, self.max_doc_chars)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.copying import CopyGuard, pop_copy_guard
-from syntra_dspy.decoding_guards import QUESTION_GUARD_KEY, AllGuards, QuestionGuard, pop_mark
+from syntra_dspy.decoding_guards import AllGuards, pop_mark
 from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.lm.llamacpp import engine_check
 from syntra_dspy.lm.llamacpp.grammar_sampling import grammar_checked
@@ -25,6 +25,7 @@ from syntra_dspy.lm.llamacpp.lookup_drafts import DEFAULT_DRAFT_TOKENS, lookup_d
 from syntra_dspy.lm.llamacpp.prompt_states import DEFAULT_CAPACITY_BYTES, PromptStateCache, stateful
 from syntra_dspy.models.install import ensure_gguf
 from syntra_dspy.models.registry import DEFAULT_EMBEDDED_MODEL, EmbeddedModel, get_embedded_model
+from syntra_dspy.query_form import QUESTION_GUARD_KEY, QuestionGuard
 
 logger = logging.getLogger(__name__)
 
