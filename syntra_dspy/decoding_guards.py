@@ -18,11 +18,12 @@ Each guard lives beside the rule it keeps:
 from __future__ import annotations
 
 import codecs
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 
-class StringGuard:
+class StringGuard(ABC):
     """Follows a JSON answer as it is decoded, and refuses a piece of text when a string it changes would break the
     guard's rule (:meth:`breaks`, given the string's text before and after the piece).
 
@@ -36,9 +37,9 @@ class StringGuard:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._inside, self._escaped, self._value = False, False, ""
 
+    @abstractmethod
     def breaks(self, before: str, after: str) -> bool:
         """Whether a string that read ``before`` breaks the rule now that it reads ``after``."""
-        raise NotImplementedError
 
     def _read(self, text: str) -> tuple[tuple[bool, bool, str], list[tuple[str, str]]]:
         """The state after ``text``, and (before, after) of every string value it touched."""
@@ -94,6 +95,10 @@ class AllGuards:
     def accept(self, data: bytes) -> None:
         for guard in self.guards:
             guard.accept(data)
+
+
+#: What a request's decoding carries: one guard, or several as one.
+Guard = StringGuard | AllGuards
 
 
 def pop_mark(schema: dict[str, Any], key: str) -> tuple[dict[str, Any], dict[str, Any] | None]:

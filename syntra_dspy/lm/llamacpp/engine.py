@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.copying import CopyGuard, pop_copy_guard
-from syntra_dspy.decoding_guards import AllGuards, pop_mark
+from syntra_dspy.decoding_guards import AllGuards, Guard, pop_mark
 from syntra_dspy.errors import ConfigError, DependencyError
 from syntra_dspy.lm.llamacpp import engine_check
 from syntra_dspy.lm.llamacpp.grammar_sampling import grammar_checked
@@ -81,7 +81,7 @@ _EXTENSIONS = frozenset({"min_p", "repeat_penalty", "typical_p"})
 _GUARD = "_guard"  # the request's decoding guards (syntra_dspy.decoding_guards), carried from _options to complete()
 
 
-def pop_guards(schema: dict[str, Any]) -> tuple[dict[str, Any], CopyGuard | QuestionGuard | AllGuards | None]:
+def pop_guards(schema: dict[str, Any]) -> tuple[dict[str, Any], Guard | None]:
     """(the schema without guard marks, the decoding guards its marks ask for as one, or None): the marks are the
     write step's (:mod:`syntra_dspy.decoding_guards`) and never reach the grammar."""
     schema, copy = pop_copy_guard(schema)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from syntra_dspy.decoding_guards import AllGuards, StringGuard
+from syntra_dspy.decoding_guards import Guard
 
 #: Tokens a guard may refuse in a row at one position before the last one is kept (the grammar's own choice).
 MAX_STEERS = 64
@@ -40,7 +40,7 @@ class GrammarCheckedGreedy:
     ``piece``, a token's bytes), a token the guard refuses is passed over too (``steered`` counts them)."""
 
     def __init__(self, llama_cpp: Any, chain: Any, grammar: Any, n_vocab: int, *,
-                 guard: StringGuard | AllGuards | None = None,
+                 guard: Guard | None = None,
                  piece: Callable[[int], bytes] | None = None) -> None:
         self._lib = llama_cpp
         self._chain = chain  # a LlamaSampler: owns its native chain and frees it
@@ -140,7 +140,7 @@ def grammar_checked(llama_class: type) -> type:
 
     class GrammarCheckedLlama(llama_class):
         check_grammar_first = True
-        guard: StringGuard | AllGuards | None = None
+        guard: Guard | None = None
         last_sampler: GrammarCheckedGreedy | None = None
 
         def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
