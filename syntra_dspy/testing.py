@@ -55,6 +55,14 @@ def content_words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if w.lower() not in _STOP}
 
 
+def grading_inputs(user: str) -> tuple[str, str]:
+    """(query, document) of a one-candidate grading call's user message, in either order (``--grade-order``)."""
+    query = re.search(r"^Query: (.*)$", user, re.MULTILINE)
+    document = re.search(r"^Document: (.*?)(?=\n\nQuery: |\n\n[^\n]*\(one digit, 0-3\):\s*$)", user,
+                         re.MULTILINE | re.DOTALL)
+    return (query.group(1) if query else ""), (document.group(1) if document else "")
+
+
 @dataclass
 class SyntraBrain:
     """Callable responder for ``ScriptedLM``; counts the calls it answers per signature."""
@@ -257,10 +265,8 @@ class SyntraBrain:
 
     @staticmethod
     def grade(system: str, user: str) -> TokenDistribution:
-        query = re.search(r"^Query: (.*)$", user, re.MULTILINE)
-        document = re.search(r"^Document: (.*?)\n\n[^\n]*\(one digit, 0-3\):\s*$", user, re.MULTILINE | re.DOTALL)
-        overlap = len(content_words(query.group(1) if query else "") & content_words(document.group(1) if document
-                                                                                  else ""))
+        query, document = grading_inputs(user)
+        overlap = len(content_words(query) & content_words(document))
         return _peaked(min(3, overlap) if LENIENT_MARK in system else min(1, overlap))
 
     @staticmethod

@@ -124,7 +124,7 @@ def test_the_relative_judge_settles_a_querys_labels_against_its_list():
     class Program:  # grades a candidate by the E written in its text
         state = type("S", (), {"judge": cal})()
 
-        def grade_candidate(self, query, text, logprobs=True):
+        def grade_candidate(self, query, text, logprobs=True, order="query-first"):
             e = float(text)
             return Grade((1 - e / 3, 0.0, 0.0, e / 3), None, 1.0)
 

@@ -37,7 +37,7 @@ class Program:
         self.state = type("S", (), {"judge": calibration})()
         self.asked: list[str] = []
 
-    def grade_candidate(self, query, text, logprobs=True):
+    def grade_candidate(self, query, text, logprobs=True, order="query-first"):
         self.asked.append(text)
         e = float(text)
         return Grade((1 - e / 3, 0.0, 0.0, e / 3), None, 1.0)

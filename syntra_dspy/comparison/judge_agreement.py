@@ -31,6 +31,7 @@ from syntra_dspy.judging.measure import (
     candidates_to_json,
     excluded_queries,
     judge_candidates,
+    judge_key,
     paired_kappa_difference,
     reliability_chart,
     score_judge,
@@ -92,8 +93,8 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
         lm, lm_info = resolve_generator(art.meta, generator, config.api_key_env)
         prepare_lm(lm)
         for mode in (judges if n == 0 or compare_judges is None else compare_judges):
-            judge = RelevanceJudge(art.program, mode=mode)  # type: ignore[arg-type]
-            name = f"{art.task}/{art.version}:{mode}"
+            judge = RelevanceJudge(art.program, mode=mode, grade_order=config.grade_order)  # type: ignore[arg-type]
+            name = f"{art.task}/{art.version}:{judge_key(judge)}"
             meter = UsageMeter()
             count, started = [0], time.perf_counter()
 

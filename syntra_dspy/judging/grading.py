@@ -3,9 +3,9 @@
 A small model asked to *write* a 0-3 label says 2 or 3 far too often, or collapses to all 0s. The probabilities
 it gives the four label tokens at the answer position carry much more: their expectation E = sum k * p(k) ranks
 relevant candidates above the rest even when the written label does not. This module formats the grading call
-(the fixed instruction as the system message, then the query, then the document, so the prompt prefix is shared
-by a query's candidates) and reads a :class:`Grade` from the answer and its first-token log probabilities, from
-the embedded engine or from any OpenAI-compatible server that returns ``top_logprobs``.
+(the fixed instruction as the system message, then the query and the document: query first shares the prompt
+prefix among a query's candidates, document first among the queries a document is graded for) and reads a
+:class:`Grade` from the answer and its first-token log probabilities, from the embedded engine or from any OpenAI-compatible server that returns ``top_logprobs``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,18 +98,25 @@ class DigitLabelAdapter(dspy.Adapter):
     """Formats a grading call as instruction (system), then ``Query: …`` and ``Document: …`` (user), and reads the
     answer's leading digit.
 
-    The inputs are rendered in the signature's field order, so the fixed part of the prompt comes first and the
-    query precedes the document: consecutive candidates of one query reuse the cached prefix. The answer is
+    The inputs are rendered in the signature's field order, or in ``order`` (input field names, first first), so
+    the fixed part of the prompt comes first and consecutive calls that share their leading input (one query's
+    candidates; one document's queries, with ``order=("document", "query")``) reuse the cached prefix. The answer is
     expected in one token; an answer that does not start with a digit parses to ``None`` rather than failing, so
     the label-token probabilities (which the caller reads from the same output) are not lost.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, order: Sequence[str] | None = None) -> None:
         super().__init__(use_native_function_calling=False)
+        self.order = tuple(order) if order is not None else None
 
     def format(self, signature: type[dspy.Signature], demos: list[dict[str, Any]], inputs: dict[str, Any]
                ) -> list[dict[str, Any]]:
-        parts = [f"{name.replace('_', ' ').capitalize()}: {inputs[name]}" for name in signature.input_fields]
+        names = list(signature.input_fields)
+        if self.order is not None:
+            if sorted(self.order) != sorted(names):
+                raise ValueError(f"order {list(self.order)} does not name the signature's inputs {names}")
+            names = list(self.order)
+        parts = [f"{name.replace('_', ' ').capitalize()}: {inputs[name]}" for name in names]
         (name, field), = signature.output_fields.items()
         desc = (field.json_schema_extra or {}).get("desc")
         ask = f"{name.replace('_', ' ').capitalize()}" + (f" ({desc})" if desc else "") + ":"
@@ -123,16 +130,17 @@ class DigitLabelAdapter(dspy.Adapter):
 
 
 def ask_digit(predictor: Any, *, logprobs: bool = True, config: Mapping[str, Any] | None = None,
-              **inputs: Any) -> Grade:
+              order: Sequence[str] | None = None, **inputs: Any) -> Grade:
     """One call of a one-digit signature (a relevance label, a query rating) through :class:`DigitLabelAdapter`,
-    answered in one token; ``logprobs`` asks for the digit tokens' probabilities as well.
+    answered in one token; ``logprobs`` asks for the digit tokens' probabilities as well; ``order``: the inputs'
+    order in the prompt (default: the signature's).
 
     Runs under the caller's ``dspy.context`` LM. The result may carry neither a digit nor probabilities: the
     caller decides whether to retry.
     """
     ask = {"max_tokens": 1, **({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {})}
     (name,) = predictor.signature.output_fields
-    with dspy.context(adapter=DigitLabelAdapter()), quiet_one_token_answers():
+    with dspy.context(adapter=DigitLabelAdapter(order)), quiet_one_token_answers():
         pred = predictor(**inputs, config={**(config or {}), **ask})
     return grade_from_logprobs(getattr(pred, "logprobs", None), getattr(pred, name))
 

@@ -7,6 +7,8 @@
   asked for them) is judged by its written digit instead; :attr:`RelevanceJudge.fallback` says why. With a
   :class:`~syntra_dspy.judging.cascade.JudgeCascade`, a candidate whose class no grade could change is not asked
   (:meth:`RelevanceJudge.skips`): its judgment carries the :class:`~syntra_dspy.judging.cascade.Skip` instead.
+  ``grade_order="document-first"`` shows the document before the query, so the queries one candidate is graded for
+  share the evaluated prompt prefix (:attr:`RelevanceJudge.groups_by_document` tells a caller to ask them in a row).
 * ``written``: the annotate step labels candidates in chunks with a JSON answer (the judge before graded judging).
 
 Compile trials, calibration, comparison, agreement and production all label through this class.
@@ -23,7 +25,8 @@ from syntra_dspy.errors import LMOutputError
 from syntra_dspy.judging.calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
                                             classify_score, list_contexts)
 from syntra_dspy.judging.grading import Grade, LogprobFallback
-from syntra_dspy.judging.settings import JUDGE_MODES, JudgeMode, parse_judge_modes  # noqa: F401
+from syntra_dspy.judging.settings import (GRADE_ORDERS, JUDGE_MODES, GradeOrder, JudgeMode,  # noqa: F401
+                                         parse_judge_modes)
 from syntra_dspy.signatures.types import label_class
 
 if TYPE_CHECKING:
@@ -76,7 +79,7 @@ class RelevanceJudge:
     """Labels candidates with one program's judge; thread-safe (production calls it from several workers)."""
 
     def __init__(self, program: Any, *, mode: JudgeMode | None = None, chunk_size: int = 1,
-                 cascade: JudgeCascade | None = None) -> None:
+                 cascade: JudgeCascade | None = None, grade_order: GradeOrder = "query-first") -> None:
         calibration: JudgeCalibration | None = program.state.judge
         self.program = program
         self.mode: JudgeMode = mode or judge_mode(program)
@@ -87,6 +90,9 @@ class RelevanceJudge:
         if cascade is not None and (self.mode != "graded" or not self.calibrated):
             raise ValueError("a judge cascade needs a graded judge with a fitted calibration")
         self.cascade = cascade
+        if grade_order not in GRADE_ORDERS:
+            raise ValueError(f"unknown grade order {grade_order!r}; use one of {', '.join(GRADE_ORDERS)}")
+        self.grade_order: GradeOrder = grade_order
         self.chunk_size = 1 if self.mode == "graded" else chunk_size
         self._logprobs = LogprobFallback("graded judge: %s; judging by the written label digit instead", logger)
 
@@ -105,6 +111,12 @@ class RelevanceJudge:
         one fitted with BM25 scores)."""
         return self.mode == "graded" and self.calibration.needs_lexical
 
+    @property
+    def groups_by_document(self) -> bool:
+        """Whether calls for the same candidate document should follow each other (a graded judge that shows the
+        document first: the next call reuses the evaluated instruction and document)."""
+        return self.mode == "graded" and self.grade_order == "document-first"
+
     def describe(self) -> dict[str, Any]:
         """For run stores and reports: the mode, whether it is calibrated, the calibration, any fallback."""
         info: dict[str, Any] = {"mode": self.mode}
@@ -113,6 +125,8 @@ class RelevanceJudge:
             info["calibration"] = self.calibration.description()
             if self.cascade is not None:
                 info["cascade"] = self.cascade.describe()
+            if self.grade_order != "query-first":
+                info["grade_order"] = self.grade_order
         else:
             info["chunk_size"] = self.chunk_size
         if self.fallback:
@@ -186,7 +200,8 @@ class RelevanceJudge:
         return {i: Judgment(CLASS_LABEL[skip.klass], skipped=skip) for i, skip in found.items()}
 
     def _grade(self, query: str, text: str) -> Grade:
-        return self._logprobs.ask(lambda logprobs: self.program.grade_candidate(query, text, logprobs=logprobs))
+        return self._logprobs.ask(lambda logprobs: self.program.grade_candidate(query, text, logprobs=logprobs,
+                                                                                 order=self.grade_order))
 
     # -- a whole query -----------------------------------------------------------------------------------------
     def chunks(self, n: int) -> list[tuple[int, int]]:

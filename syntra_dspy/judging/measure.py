@@ -28,6 +28,12 @@ def _key(artifact: str, mode: str, c: JudgedCandidate) -> str:
     return f"{artifact}|{mode}|{c.query_id}|{c.doc_id}"
 
 
+def judge_key(judge: RelevanceJudge) -> str:
+    """How a judge's judgments are keyed in the log: its mode, and the grade order when the document comes first
+    (its grades are another prompt's, so neither order's row may stand for the other's)."""
+    return judge.mode if not judge.groups_by_document else f"{judge.mode}:{judge.grade_order}"
+
+
 class JudgmentLog:
     """The append-only record of judgments made (one JSON line each), read back to resume."""
 
@@ -61,9 +67,9 @@ def judge_candidates(judge: RelevanceJudge, artifact: str, candidates: Sequence[
     keeps the original call's time and tokens)."""
     rows: list[dict[str, Any] | None] = []
     for c in candidates:
-        key = _key(artifact, judge.mode, c)
+        key = _key(artifact, judge_key(judge), c)
         if key not in log.done:
-            shared = next((log.done[k] for k in (_key(v, "graded", c) for v in same_grades) if k in log.done
+            shared = next((log.done[k] for k in (_key(v, judge_key(judge), c) for v in same_grades) if k in log.done
                            and (log.done[k].get("judgment") or {}).get("grade")), None) \
                 if judge.mode == "graded" else None
             if shared is not None:
@@ -76,7 +82,9 @@ def judge_candidates(judge: RelevanceJudge, artifact: str, candidates: Sequence[
                 with (meter.stage("judge") if meter is not None else _null()):
                     (judgment,) = judge.judge_all(c.query, [_as_candidate(c, corpus[c.doc_id].content)])
                 after = meter.snapshot().get("judge", {}) if meter is not None else {}
-                log.add({"key": key, "artifact": artifact, "judge": judge.mode, "query_id": c.query_id,
+                log.add({"key": key, "artifact": artifact, "judge": judge.mode,
+                         **({"grade_order": judge.grade_order} if judge.groups_by_document else {}),
+                         "query_id": c.query_id,
                          "doc_id": c.doc_id, "seconds": round(time.perf_counter() - started, 3),
                          "prompt_tokens": after.get("prompt_tokens", 0) - before.get("prompt_tokens", 0),
                          "completion_tokens": after.get("completion_tokens", 0) - before.get("completion_tokens", 0),

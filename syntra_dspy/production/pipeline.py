@@ -304,8 +304,10 @@ class DocumentPipeline:
     def _annotate(self, result: DocumentResult) -> None:
         """Label every candidate of every query, in the judge's chunks with local ids; chunks run concurrently, and
         a chunk that fails is recorded as a failure (``RelevanceJudge.judge_all`` is the sequential form). A
-        candidate the judge's cascade skips is not asked (the query's own document always is)."""
-        jobs: list[tuple[QueryResult, int, int, Future]] = []
+        candidate the judge's cascade skips is not asked (the query's own document always is). A judge that shows
+        the document first is asked about one candidate for all its queries in a row (the calls share the prompt's
+        evaluated document); the labels are the same in any order."""
+        todo: list[tuple[QueryResult, int, int]] = []
         judged: dict[str, list[Judgment | None]] = {}
         asked: dict[str, list[JudgeCandidate]] = {}
         for q in result.queries:
@@ -314,11 +316,16 @@ class DocumentPipeline:
             source = [i for i, c in enumerate(q.candidates) if c.doc_id == result.doc_id]
             skipped = self.judge.skips(asked[q.query_id], keep=source)
             judged[q.query_id] = [skipped.get(i) for i in range(len(q.candidates))]
-            for start, stop in self.judge.chunks(len(q.candidates)):
-                if all(i in skipped for i in range(start, stop)):
-                    continue
-                chunk = asked[q.query_id][start:stop]
-                jobs.append((q, start, stop, submit_in_context(self.chunk_pool, self._label, q.text, chunk)))
+            todo.extend((q, start, stop) for start, stop in self.judge.chunks(len(q.candidates))
+                        if not all(i in skipped for i in range(start, stop)))
+        if self.judge.groups_by_document:  # one candidate a call: group by it, first met first, queries in order
+            first: dict[str, int] = {}
+            for q, start, _ in todo:
+                first.setdefault(q.candidates[start].doc_id, len(first))
+            todo.sort(key=lambda job: first[job[0].candidates[job[1]].doc_id])
+        jobs: list[tuple[QueryResult, int, int, Future]] = [
+            (q, start, stop, submit_in_context(self.chunk_pool, self._label, q.text, asked[q.query_id][start:stop]))
+            for q, start, stop in todo]
         fatal: BaseException | None = None
         for q, start, stop, future in jobs:  # wait for every chunk, so none outlives this document's meter
             chunk = q.candidates[start:stop]

@@ -18,6 +18,7 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.judging.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.judging.judge import Candidate, RelevanceJudge
+from syntra_dspy.judging.settings import GradeOrder
 from syntra_dspy.programs.narrowing import (
     blueprint_list_schema,
     identifier_list_schema,
@@ -564,14 +565,17 @@ class SynthesisProgram(dspy.Module):
         judged = judge.judge_all(query, [Candidate(text) for text in candidates])
         return [None if j is None else j.label for j in judged]
 
-    def grade_candidate(self, query: str, document: str, *, logprobs: bool = True) -> Grade:
-        """One candidate judged with a one-digit answer; ``logprobs`` asks for the label tokens' probabilities.
+    def grade_candidate(self, query: str, document: str, *, logprobs: bool = True,
+                        order: GradeOrder = "query-first") -> Grade:
+        """One candidate judged with a one-digit answer; ``logprobs`` asks for the label tokens' probabilities;
+        ``order``: which of the two the prompt shows first (:data:`~syntra_dspy.judging.settings.GradeOrder`).
 
         An answer with neither a label digit nor usable probabilities is retried (sampled) like any step."""
         doc = ctx.clip(document, self.max_doc_chars)
+        fields = ("document", "query") if order == "document-first" else None
 
         def call(note: str, config: dict) -> Grade:
-            grade = ask_digit(self.grade, logprobs=logprobs, config=config, query=query, document=doc)
+            grade = ask_digit(self.grade, logprobs=logprobs, config=config, order=fields, query=query, document=doc)
             if grade.probs is None and grade.written is None:
                 raise OutputRejected("the answer is not a label digit 0-3")
             return grade

@@ -1,0 +1,137 @@
+"""``--grade-order document-first``: the graded judge reads the document before the query, and production asks about
+one candidate for all its queries in a row, so an engine that keeps the prompt it holds evaluates the document once.
+The labels of a scripted run are those of the query-first run; the order is recorded, and a judgment log never lets
+one order's grade stand for the other's."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from itertools import groupby
+
+import pytest
+
+from syntra_dspy.cli import build_parser
+from syntra_dspy.cli.agreement_cmd import config_from_args as agreement_config
+from syntra_dspy.cli.produce_cmd import config_from_args as produce_config
+from syntra_dspy.judging.candidates import JudgedCandidate
+from syntra_dspy.judging.grading import DigitLabelAdapter, Grade
+from syntra_dspy.judging.judge import Candidate, RelevanceJudge
+from syntra_dspy.judging.measure import JudgmentLog, judge_candidates, judge_key
+from syntra_dspy.production import produce
+from syntra_dspy.signatures.annotation import GradeCandidateRelevance
+from syntra_dspy.testing import SyntraBrain, grading_inputs, scripted_lm
+
+
+def test_document_first_shows_the_same_words_with_the_document_before_the_query():
+    inputs = {"query": "a claim", "document": "an abstract"}
+    system, user = DigitLabelAdapter().format(GradeCandidateRelevance, [], inputs)
+    system2, user2 = DigitLabelAdapter(("document", "query")).format(GradeCandidateRelevance, [], inputs)
+    assert system == system2
+    assert user["content"] == "Query: a claim\n\nDocument: an abstract\n\nLabel (one digit, 0-3):"
+    assert user2["content"].startswith("Document: an abstract\n\nQuery: a claim\n\n")
+    assert sorted(user["content"].split("\n\n")) == sorted(user2["content"].split("\n\n"))
+    with pytest.raises(ValueError, match="does not name the signature's inputs"):
+        DigitLabelAdapter(("document",)).format(GradeCandidateRelevance, [], inputs)
+
+
+class _Program:
+    """Grades every candidate 3 and counts the calls, by order."""
+
+    state = type("S", (), {"judge": None})()
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def grade_candidate(self, query, text, logprobs=True, order="query-first"):
+        self.calls.append(order)
+        return Grade((0.0, 0.0, 0.0, 1.0), 3, 1.0)
+
+
+def test_the_judge_asks_in_its_order_says_so_and_refuses_an_unknown_one():
+    program = _Program()
+    judge = RelevanceJudge(program, mode="graded", grade_order="document-first")
+    judge.judge_all("q", [Candidate("d")])
+    assert program.calls == ["document-first"]
+    assert judge.groups_by_document and judge.describe()["grade_order"] == "document-first"
+    assert "grade_order" not in RelevanceJudge(program, mode="graded").describe()  # the default, as before
+    assert not RelevanceJudge(program, mode="written", grade_order="document-first").groups_by_document
+    with pytest.raises(ValueError, match="unknown grade order 'last'"):
+        RelevanceJudge(program, mode="graded", grade_order="last")  # type: ignore[arg-type]
+
+
+def test_a_judgment_log_keeps_the_two_orders_apart(tmp_path):
+    log = JudgmentLog(tmp_path / "judgments.jsonl")
+    cand = JudgedCandidate("q1", "a claim", "d1", 0, 0.5, "positive", "retrieved")
+    corpus = {"d1": type("D", (), {"content": "an abstract"})()}
+    first, second = _Program(), _Program()
+    judge_candidates(RelevanceJudge(first, mode="graded"), "v1", [cand], corpus=corpus, log=log)
+    judge_candidates(RelevanceJudge(second, mode="graded", grade_order="document-first"), "v1", [cand],
+                     corpus=corpus, log=log, same_grades=["v1"])
+    assert first.calls == ["query-first"] and second.calls == ["document-first"]  # asked again, not reused
+    rows = [json.loads(line) for line in (tmp_path / "judgments.jsonl").read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["v1|graded|q1|d1", "v1|graded:document-first|q1|d1"]
+    assert "grade_order" not in rows[0] and rows[1]["grade_order"] == "document-first"
+    assert judge_key(RelevanceJudge(first, mode="written", grade_order="document-first")) == "written"
+
+
+def test_the_command_lines_set_the_order():
+    produce_args = build_parser().parse_args(["produce", "art", "--store", "r.db", "--grade-order", "document-first"])
+    assert produce_config(produce_args).grade_order == "document-first"
+    assert produce_config(build_parser().parse_args(["produce", "art", "--store", "r.db"])).grade_order == "query-first"
+    args = build_parser().parse_args(["agreement", "art", "--dataset", "beir:x", "--judge-mode", "graded",
+                                      "--grade-order", "document-first"])
+    assert agreement_config(args).grade_order == "document-first"
+
+
+class _RecordingBrain(SyntraBrain):
+    """The scripted brain, keeping each grading call's (query, document) in the order asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.graded: list[tuple[str, str, bool]] = []
+
+    def grade(self, system: str, user: str):  # type: ignore[override]
+        query, document = grading_inputs(user)
+        self.graded.append((query, document, user.startswith("Document: ")))
+        return SyntraBrain.grade(system, user)
+
+
+def _runs_of_one_candidate(calls: list[tuple[str, str]]) -> dict[str, int]:
+    """How many separate runs of consecutive calls each candidate document has."""
+    runs: dict[str, int] = {}
+    for document, _ in groupby(document for _, document in calls):
+        runs[document] = runs.get(document, 0) + 1
+    return runs
+
+
+def test_a_scripted_run_grades_each_candidate_for_its_queries_in_a_row_with_the_same_labels(tmp_path_factory,
+                                                                                           minilm, tmp_path):
+    from test_produce_support import mini_artifact
+
+    art, index = mini_artifact(tmp_path_factory, judge="graded")
+    runs = {}
+    for order in ("query-first", "document-first"):
+        brain = _RecordingBrain()
+        store = tmp_path / f"{order}.db"
+        produce(art, store, generator=scripted_lm(brain), index_dir=index, encoder=minilm, progress=False, docs=3,
+                queries_per_doc=3, top_k=5, concurrency=1, grade_order=order)
+        runs[order] = (store, brain.graded)
+    (before, asked_before), (after, asked_after) = runs["query-first"], runs["document-first"]
+    labels = "SELECT query_id, rank, doc_id, label FROM candidates ORDER BY query_id, rank"
+    with sqlite3.connect(before) as a, sqlite3.connect(after) as b:
+        assert a.execute(labels).fetchall() == b.execute(labels).fetchall()
+        source = dict(b.execute("SELECT text, doc_id FROM queries").fetchall())
+        options = json.loads(b.execute("SELECT options FROM sessions").fetchone()[0])
+        judge = json.loads(b.execute("SELECT value FROM meta WHERE key = 'judge'").fetchone()[0])
+    assert options["grade_order"] == "document-first" and judge["grade_order"] == "document-first"
+    assert all(first for *_, first in asked_after) and not any(first for *_, first in asked_before)
+    assert sorted((q, d) for q, d, _ in asked_before) == sorted((q, d) for q, d, _ in asked_after)  # reordered
+    # within one source document's grading, each candidate's calls follow each other only when the document is first
+    for asked, grouped in ((asked_after, True), (asked_before, False)):
+        by_source = [[(q, d) for q, d, _ in calls] for _, calls in groupby(asked, key=lambda c: source[c[0]])]
+        assert len(by_source) == 3
+        split = [doc for calls in by_source for doc, n in _runs_of_one_candidate(calls).items() if n > 1]
+        assert (not split) if grouped else split
+    assert any(n > 1 for calls in by_source for n in Counter(d for _, d in calls).values())  # some are asked again
