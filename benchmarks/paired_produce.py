@@ -277,8 +277,13 @@ def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float |
         "calls": sum(u["calls"] for u in usage.values()),
         "calls_per_record": per(sum(u["calls"] for u in usage.values())),
         "prompt_tokens_per_record": per(sum(u["prompt_tokens"] for u in usage.values())),
+        # what the LM evaluated of its prompts: the rest was reused from a cached prefix (the engine's saved states,
+        # a server's prefix cache)
+        "evaluated_prompt_tokens_per_record": per(sum(u["prompt_tokens"] - u.get("cached_prompt_tokens", 0)
+                                                      for u in usage.values())),
         "generated_tokens_per_record": per(sum(u["completion_tokens"] for u in usage.values())),
-        "by_step": {stage: {k: u[k] for k in ("calls", "prompt_tokens", "completion_tokens", "seconds")}
+        "by_step": {stage: {k: u.get(k, 0) for k in ("calls", "prompt_tokens", "cached_prompt_tokens",
+                                                     "completion_tokens", "seconds")}
                     for stage, u in usage.items()},
         "grading_calls": calls, "judge": stats["quality"]["judge"].get("cascade"),
         "writing": checks, "per_document": per_document,
@@ -370,21 +375,25 @@ def report(args: argparse.Namespace, artifact: Path, rows: list[dict[str, Any]])
         f"{args.concurrency or 'default'}). LM time: the run store's `usage` seconds. Ratios against the first row."
          + (" This report was made again from the run's stores (`--report-only`)." if args.report_only else "")),
         "", ("| run | records | LM h | records/LM-hour | ratio | LM calls | calls/record | prompt tokens/record | "
-             "ratio | generated tokens/record | grading calls skipped | labels changed | records |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "ratio | evaluated/record | ratio | generated tokens/record | grading calls skipped | labels changed | "
+             "records |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
         cmp = row.get("compare") or {}
         rate = row["records_per_lm_hour"]
         ratio = rate / base["records_per_lm_hour"] if rate and base["records_per_lm_hour"] else None
         tokens = row["prompt_tokens_per_record"]
         tratio = tokens / base["prompt_tokens_per_record"] if tokens and base["prompt_tokens_per_record"] else None
+        evaluated, base_evaluated = row.get("evaluated_prompt_tokens_per_record"), \
+            base.get("evaluated_prompt_tokens_per_record")
+        eratio = evaluated / base_evaluated if evaluated and base_evaluated else None
         g = row["grading_calls"]
         same = ("—" if not cmp else "byte-identical" if cmp["records_identical"]
                 else "same ids, grades differ" if cmp["same_ids"] else "differ")
         lines.append(
             f"| {row['label']} | {row['records']} | {row['lm_seconds'] / 3600:.3f} | {_f(rate)} | {_f(ratio, '.2f')} "
             f"| {row['calls']} | {_f(row['calls_per_record'])} | {_f(tokens, ',.0f')} | {_f(tratio, '.2f')} | "
-            f"{_f(row['generated_tokens_per_record'], ',.0f')} | {g['skipped']} of {g['skipped'] + g['graded']} | "
+            f"{_f(evaluated, ',.0f')} | {_f(eratio, '.2f')} | {_f(row['generated_tokens_per_record'], ',.0f')} | {g['skipped']} of {g['skipped'] + g['graded']} | "
             f"{_changed(cmp)} | {same} |")
     for row in rows[1:]:
         lines += ["", *_paired_lines(base, row)]
@@ -419,17 +428,25 @@ def _paired_lines(base: dict[str, Any], row: dict[str, Any]) -> list[str]:
             lines.append(f"- queries, {side['label']}: {len(copied)}; BM25 ranks the source first for "
                          f"{_f(None if rank1 is None else 100 * rank1, '.0f')}%; consecutive words copied from the "
                          f"source: median {copied[len(copied) // 2]}, {sum(w >= 7 for w in copied)} copy 7 or more")
-    lines += ["", "| step | calls | LM seconds | ratio | prompt tokens | generated tokens |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "| step | calls | LM seconds | ratio | prompt tokens | of them evaluated (not reused) | "
+              "generated tokens |", "|---|---:|---:|---:|---:|---:|---:|"]
     before, after = base.get("by_step") or {}, row.get("by_step") or {}
     for stage in sorted(set(before) | set(after), key=lambda st: -(before.get(st) or {}).get("seconds", 0)):
         a, b = before.get(stage) or {}, after.get(stage) or {}
         sa, sb = a.get("seconds", 0), b.get("seconds", 0)
         lines.append(f"| {stage} | {a.get('calls', 0)} -> {b.get('calls', 0)} | {sa:,.0f} -> {sb:,.0f} | "
                      f"{_f(sb / sa if sa else None, '.2f')} | {a.get('prompt_tokens', 0):,} -> "
-                     f"{b.get('prompt_tokens', 0):,} | {a.get('completion_tokens', 0):,} -> "
+                     f"{b.get('prompt_tokens', 0):,} | {_evaluated(a)} -> {_evaluated(b)} | "
+                     f"{a.get('completion_tokens', 0):,} -> "
                      f"{b.get('completion_tokens', 0):,} |")
     return lines
+
+
+def _evaluated(step: dict[str, Any]) -> str:
+    """A step's prompt tokens the LM evaluated, or a dash for a report written before cached tokens were kept."""
+    if "cached_prompt_tokens" not in step:
+        return "—"
+    return f"{step.get('prompt_tokens', 0) - step['cached_prompt_tokens']:,}"
 
 
 def main() -> int:

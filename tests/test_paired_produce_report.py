@@ -14,11 +14,13 @@ if str(REPO) not in sys.path:
 
 
 def side(label: str, seconds: dict[str, float | None], *, steps: dict[str, float] | None = None,
-         first: dict[str, int] | None = None) -> dict:
+         first: dict[str, int] | None = None, cached: int | None = None) -> dict:
+    """``cached``: each step's prompt tokens reused from a cached prefix (None: a report from before they were kept)."""
     return {"label": label,
             "per_document": {d: {"status": "done", "seconds": s, "queries": 2, "records": 1}
                              for d, s in seconds.items()},
-            "by_step": {st: {"calls": 2, "prompt_tokens": 100, "completion_tokens": 10, "seconds": s}
+            "by_step": {st: {"calls": 2, "prompt_tokens": 100, "completion_tokens": 10, "seconds": s,
+                             **({"cached_prompt_tokens": cached} if cached is not None else {})}
                         for st, s in (steps or {}).items()},
             "writing": {"first_answer": first, "rewrite_calls": 3} if first else {}}
 
@@ -52,9 +54,9 @@ def test_the_report_shows_each_side_against_the_first_by_document_by_step_and_by
     from benchmarks.paired_produce import _paired_lines, paired_documents
 
     before = side("before", {"a": 100.0, "b": 200.0, "c": 300.0}, steps={"write": 400.0, "extract": 500.0},
-                  first={"kept": 7, "copy": 7, "question": 2})
+                  first={"kept": 7, "copy": 7, "question": 2}, cached=40)
     after = side("after", {"a": 90.0, "b": 150.0, "c": 310.0}, steps={"write": 300.0, "extract": 250.0},
-                 first={"kept": 10, "copy": 6})
+                 first={"kept": 10, "copy": 6}, cached=80)
     after["paired"] = paired_documents(before, after)
     lines = _paired_lines(before, after)
     text = "\n".join(lines)
@@ -62,8 +64,10 @@ def test_the_report_shows_each_side_against_the_first_by_document_by_step_and_by
     assert "write step, before: 7 of 16 first answers kept (rejected: copy 7, question 2); 3 rewrite calls" in text
     assert "write step, after: 10 of 16 first answers kept (rejected: copy 6)" in text
     steps = [line for line in lines if line.startswith(("| extract", "| write"))]
-    assert steps == ["| extract | 2 -> 2 | 500 -> 250 | 0.50 | 100 -> 100 | 10 -> 10 |",  # the costliest first
-                     "| write | 2 -> 2 | 400 -> 300 | 0.75 | 100 -> 100 | 10 -> 10 |"]
+    assert steps == ["| extract | 2 -> 2 | 500 -> 250 | 0.50 | 100 -> 100 | 60 -> 20 | 10 -> 10 |",  # costliest first
+                     "| write | 2 -> 2 | 400 -> 300 | 0.75 | 100 -> 100 | 60 -> 20 | 10 -> 10 |"]
+    old = side("before", {"a": 100.0}, steps={"write": 400.0})  # a report made before cached tokens were kept
+    assert "| write | 2 -> 2 | 400 -> 400 | 1.00 | 100 -> 100 | — -> — | 10 -> 10 |" in _paired_lines(old, old)
 
 
 def test_the_report_says_how_close_each_sides_queries_stay_to_their_abstracts():

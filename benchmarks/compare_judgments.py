@@ -1,0 +1,85 @@
+"""Two ``syntra agreement`` judgment logs of the same candidates against each other, with no LM call: binary kappa and
+positive recall of each against people, how many labels differ (and, of the relevant/not flips, how many move toward
+people), and the paired binary kappa difference with its bootstrap interval over claims.
+
+Only claims both logs judged whole count (a list-relative score such as the hybrid's needs a claim's whole list), so
+a run stopped early compares on what it finished. Each log is read with the judge that wrote it: ``--new-order`` /
+``--ref-order`` name its grade order (``syntra agreement --grade-order``).
+
+    python -m benchmarks.compare_judgments artifacts/scifact/22e653baa2bb \\
+        --candidates benchmarks/results/judge_agreement_hybrid_fresh/candidates.json \\
+        --ref benchmarks/results/judge_agreement_hybrid_fresh/avx512-build/judgments.jsonl \\
+        --new benchmarks/results/judge_agreement_hybrid_fresh/document-first/judgments.jsonl --new-order document-first
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from syntra_dspy.judging.settings import GRADE_ORDERS
+
+
+def judged_pairs(log: Path) -> set[tuple[str, str]]:
+    """(query id, doc id) of every candidate the log holds a judgment for."""
+    rows = (json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip())
+    return {(r["query_id"], r["doc_id"]) for r in rows if r.get("judgment")}
+
+
+def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_order: str = "query-first",
+            new_order: str = "query-first") -> dict[str, Any]:
+    import dspy
+
+    from syntra_dspy.artifacts import load_artifact
+    from syntra_dspy.judging.candidates import JudgedCandidate
+    from syntra_dspy.judging.judge import RelevanceJudge
+    from syntra_dspy.judging.measure import JudgmentLog, judge_candidates, paired_kappa_difference, score_judge
+
+    cands = [JudgedCandidate(**c) for c in json.loads(candidates_json.read_text(encoding="utf-8"))]
+    art = load_artifact(artifact)
+    done = judged_pairs(ref) & judged_pairs(new)
+    whole = {q for q in {c.query_id for c in cands}
+             if all((c.query_id, c.doc_id) in done for c in cands if c.query_id == q)}
+    cands = [c for c in cands if c.query_id in whole]
+    out: dict[str, Any] = {"claims": len(whole), "candidates": len(cands)}
+    rows = {}
+    for name, log, order in (("ref", ref, ref_order), ("new", new, new_order)):
+        judge = RelevanceJudge(art.program, mode="graded", grade_order=order)  # type: ignore[arg-type]
+        with dspy.context(lm=None):  # every judgment is in the log: nothing is asked
+            rows[name] = judge_candidates(judge, art.version, cands, corpus=None, log=JudgmentLog(log))
+        score = score_judge(cands, rows[name])
+        out[name] = {"log": str(log), "grade_order": order, "binary_kappa": round(score["binary"]["kappa"], 3),
+                     "positive_recall": round(score["binary"]["per_class"]["relevant"]["recall"], 3)}
+
+    def label(row: dict | None) -> int | None:
+        return None if row is None or row["judgment"] is None else row["judgment"]["label"]
+
+    def relevant(row: dict | None) -> bool:
+        return row is not None and row["judgment"] is not None and row["judgment"]["class"] == "positive"
+
+    out["labels_differ"] = sum(label(a) != label(b) for a, b in zip(rows["ref"], rows["new"]))
+    flips = [(c, b) for c, a, b in zip(cands, rows["ref"], rows["new"]) if relevant(a) != relevant(b)]
+    out["relevant_flips"] = len(flips)
+    out["flips_toward_people"] = sum(relevant(b) == (c.gold == "positive") for c, b in flips)
+    out["paired_kappa_difference"] = paired_kappa_difference(cands, rows["ref"], rows["new"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("artifact", type=Path)
+    p.add_argument("--candidates", type=Path, required=True, help="the agreement run's candidates.json")
+    p.add_argument("--ref", type=Path, required=True, help="judgments.jsonl of the reference judge")
+    p.add_argument("--new", type=Path, required=True, help="judgments.jsonl of the judge compared with it")
+    p.add_argument("--ref-order", choices=GRADE_ORDERS, default="query-first")
+    p.add_argument("--new-order", choices=GRADE_ORDERS, default="query-first")
+    args = p.parse_args(argv)
+    print(json.dumps(compare(args.artifact, args.candidates, args.ref, args.new, ref_order=args.ref_order,
+                             new_order=args.new_order), indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
