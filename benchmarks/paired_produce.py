@@ -159,7 +159,8 @@ def run_side(side: int, label: str, settings: dict[str, Any], artifact: Path, wo
 
     store = work / f"{_stem(side, label)}.db"
     wall = time.perf_counter()
-    produce(artifact, store, generator=generator, progress=False, **common, **settings)
+    produce(side_artifact(settings, artifact), store, generator=generator, progress=False, **common,
+            **produce_settings(settings))
     return side_row(label, settings, store, wall=time.perf_counter() - wall)
 
 
@@ -175,6 +176,20 @@ def _planned(store: Path) -> int:
 #: (``portable``, ``auto`` or a variant's name: syntra_dspy/lm/llamacpp/variants.py). A process loads one build, so
 #: when a side names one, every side's turns run in child processes (the others with ``auto``, production's default).
 ENGINE_BUILD = "engine_build"
+#: A side setting that is not ``produce``'s either: the artifact that side produces from (default ``--artifact``), for a
+#: change that lives in the artifact, e.g. a judge calibrated for another grade order.
+ARTIFACT = "artifact"
+_NOT_PRODUCE = (ENGINE_BUILD, ARTIFACT)
+
+
+def side_artifact(settings: dict[str, Any], default: Path) -> Path:
+    """The artifact a side produces from: its ``artifact=`` setting, else ``default``."""
+    return Path(settings[ARTIFACT]) if ARTIFACT in settings else default
+
+
+def produce_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """A side's settings that ``produce`` takes (without :data:`ENGINE_BUILD` and :data:`ARTIFACT`)."""
+    return {key: v for key, v in settings.items() if key not in _NOT_PRODUCE}
 
 
 def run_in_turn(sides: list[tuple[str, dict[str, Any]]], artifact: Path, work: Path,
@@ -192,15 +207,14 @@ def run_in_turn(sides: list[tuple[str, dict[str, Any]]], artifact: Path, work: P
     for k in range(1, int(common["docs"]) + 1):
         order = range(len(sides)) if k % 2 else reversed(range(len(sides)))
         for i in order:
-            settings = {key: v for key, v in sides[i][1].items() if key != ENGINE_BUILD}
-            kwargs = {**common, "docs": max(k, _planned(stores[i])), **settings}
+            kwargs = {**common, "docs": max(k, _planned(stores[i])), **produce_settings(sides[i][1])}
+            used = side_artifact(sides[i][1], artifact)
             started = time.perf_counter()
             if child is not None:
-                run_turn_in_child(artifact, stores[i], kwargs, build=str(sides[i][1].get(ENGINE_BUILD, "auto")),
-                                  **child)
+                run_turn_in_child(used, stores[i], kwargs, build=str(sides[i][1].get(ENGINE_BUILD, "auto")), **child)
             else:
                 with generator() as lm:
-                    produce(artifact, stores[i], generator=lm, progress=False, **kwargs)
+                    produce(used, stores[i], generator=lm, progress=False, **kwargs)
             walls[i] += time.perf_counter() - started
         print(f"document {k} of {common['docs']} done on every side", flush=True)
     return [side_row(label, settings, store, wall=wall)

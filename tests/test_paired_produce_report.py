@@ -92,8 +92,12 @@ def test_sides_take_turns_one_document_at_a_time_and_a_rerun_resumes(tmp_path, m
 
     calls: list[tuple[str, int]] = []
 
+    artifacts: list[tuple[str, str]] = []
+
     def fake_produce(artifact, store, *, docs, **kwargs):
         calls.append((store.name[0], docs))
+        artifacts.append((store.name[0], artifact.name))
+        assert "artifact" not in kwargs
         with sqlite3.connect(store) as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS documents (doc_id TEXT)")
             have = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
@@ -101,9 +105,10 @@ def test_sides_take_turns_one_document_at_a_time_and_a_rerun_resumes(tmp_path, m
 
     monkeypatch.setattr(production, "produce", fake_produce)
     monkeypatch.setattr(paired, "side_row", lambda label, settings, store, wall: {"label": label, "wall": wall})
-    sides = [("before", {}), ("after", {"hide_copied": True})]
+    sides = [("before", {}), ("after", {"hide_copied": True, "artifact": str(tmp_path / "recalibrated")})]
     rows = paired.run_in_turn(sides, tmp_path / "art", tmp_path, nullcontext, {"docs": 3})
     assert calls == [("1", 1), ("2", 1), ("2", 2), ("1", 2), ("1", 3), ("2", 3)]
+    assert set(artifacts) == {("1", "art"), ("2", "recalibrated")}  # a side may produce from its own artifact
     assert [r["label"] for r in rows] == ["before", "after"]
 
     calls.clear()

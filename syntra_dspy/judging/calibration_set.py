@@ -22,6 +22,7 @@ from syntra_dspy.judging.calibration import CalibrationSample
 from syntra_dspy.judging.candidates import JudgedCandidate, build_candidates
 from syntra_dspy.judging.grading import Grade
 from syntra_dspy.judging.judge import Candidate, RelevanceJudge
+from syntra_dspy.judging.settings import GradeOrder
 
 logger = logging.getLogger(__name__)
 
@@ -107,9 +108,11 @@ def judged_query_candidates(pairs: Sequence[Any], source: Any, *, k: int, contro
     return out
 
 
-def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any) -> list[Grade | None]:
-    """Every candidate graded with ``program``'s instruction (query by query, so prompt prefixes are reused)."""
-    return grade_asked(program.with_components(judge=None), asked(candidates, corpus))  # grades only
+def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any, *,
+              order: GradeOrder = "query-first") -> list[Grade | None]:
+    """Every candidate graded with ``program``'s instruction (query by query, so prompt prefixes are reused), the
+    query or the document shown first (``order``)."""
+    return grade_asked(program.with_components(judge=None), asked(candidates, corpus), order=order)  # grades only
 
 
 def asked(candidates: Sequence[JudgedCandidate], corpus: Any) -> tuple[tuple[str, Candidate], ...]:
@@ -118,13 +121,14 @@ def asked(candidates: Sequence[JudgedCandidate], corpus: Any) -> tuple[tuple[str
                                      lexical=c.lexical)) for c in candidates)
 
 
-def grade_asked(program: Any, items: Sequence[tuple[str, Candidate]]) -> list[Grade | None]:
+def grade_asked(program: Any, items: Sequence[tuple[str, Candidate]], *,
+                order: GradeOrder = "query-first") -> list[Grade | None]:
     """The grade ``program``'s grading step, as it stands, gives each ``(query, candidate)`` (None: unusable).
 
     ``program`` must hold no calibration (its grades are what is wanted); it is used as it is, not recomposed from
     its components, so an optimizer that rewrote the grading step's instruction in place (GEPA) grades with its own
     text."""
-    judge = RelevanceJudge(program, mode="graded")
+    judge = RelevanceJudge(program, mode="graded", grade_order=order)
     grades: list[Grade | None] = []
     for n, (query, candidate) in enumerate(items, 1):
         (judgment,) = judge.judge_all(query, [candidate])

@@ -27,6 +27,7 @@ from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.judging import calibration_set as js
 from syntra_dspy.judging.calibration import CalibrationSample, JudgeCalibration, fit_calibration
 from syntra_dspy.judging.candidates import lexical_witness, with_lexical
+from syntra_dspy.judging.settings import GradeOrder
 
 logger = logging.getLogger(__name__)
 
@@ -110,11 +111,11 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
 
 
 def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence[CalibrationSample], lm: Any,
-                api_key_env: str | None, meter: Any, index_dir: str | Path | None
-                ) -> tuple[list[CalibrationSample], int, int]:
+                api_key_env: str | None, meter: Any, index_dir: str | Path | None, *,
+                order: GradeOrder = "query-first") -> tuple[list[CalibrationSample], int, int]:
     """The calibration set built as the compile built it (with ``labels``/``queries``), each candidate's E taken
-    from ``saved`` where it holds the same query and document, graded otherwise; returns the samples, how many
-    were graded now and how many reused."""
+    from ``saved`` where it holds the same query and document, graded otherwise (``order``: which the grading prompt
+    shows first); returns the samples, how many were graded now and how many reused."""
     import dspy
 
     from syntra_dspy.lm.roles import prepare_lm
@@ -145,7 +146,7 @@ def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence
             lm, _ = resolve_generator(original.meta, None, api_key_env)
         prepare_lm(lm)
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None), meter.stage("annotation_instruction"):
-            grades = js.grade_set(program, [material[i] for i in todo], inputs.corpus)
+            grades = js.grade_set(program, [material[i] for i in todo], inputs.corpus, order=order)
         for i, grade in zip(todo, grades):
             expected[i] = None if grade is None else grade.expected
     samples = [js.sample_of(c, e) for c, e in zip(material, expected) if e is not None]
