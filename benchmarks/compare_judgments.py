@@ -3,13 +3,15 @@ positive recall of each against people, how many labels differ (and, of the rele
 people), and the paired binary kappa difference with its bootstrap interval over claims.
 
 Only claims both logs judged whole count (a list-relative score such as the hybrid's needs a claim's whole list), so
-a run stopped early compares on what it finished. Each log is read with the judge that wrote it: ``--new-order`` /
-``--ref-order`` name its grade order (``syntra agreement --grade-order``).
+a run stopped early compares on what it finished. Each log's grades are those its rows for the artifact hold under
+``--ref-judge`` / ``--new-judge`` (the judge part of the log's keys: ``graded``, or ``graded:document-first`` for a
+judge that read the document first), cut with the artifact's calibration as ``syntra agreement`` cut them.
 
     python -m benchmarks.compare_judgments artifacts/scifact/22e653baa2bb \\
         --candidates benchmarks/results/judge_agreement_hybrid_fresh/candidates.json \\
         --ref benchmarks/results/judge_agreement_hybrid_fresh/avx512-build/judgments.jsonl \\
-        --new benchmarks/results/judge_agreement_hybrid_fresh/document-first/judgments.jsonl --new-order document-first
+        --new benchmarks/results/judge_agreement_hybrid_fresh/document-first/judgments.jsonl \
+        --new-judge graded:document-first
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from syntra_dspy.judging.settings import GRADE_ORDERS
 
 
 def judged_pairs(log: Path) -> set[tuple[str, str]]:
@@ -28,14 +29,12 @@ def judged_pairs(log: Path) -> set[tuple[str, str]]:
     return {(r["query_id"], r["doc_id"]) for r in rows if r.get("judgment")}
 
 
-def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_order: str = "query-first",
-            new_order: str = "query-first") -> dict[str, Any]:
-    import dspy
-
+def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_judge: str = "graded",
+            new_judge: str = "graded") -> dict[str, Any]:
     from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.candidates import JudgedCandidate
     from syntra_dspy.judging.judge import RelevanceJudge
-    from syntra_dspy.judging.measure import JudgmentLog, judge_candidates, paired_kappa_difference, score_judge
+    from syntra_dspy.judging.measure import JudgmentLog, paired_kappa_difference, recalibrated_rows, score_judge
 
     cands = [JudgedCandidate(**c) for c in json.loads(candidates_json.read_text(encoding="utf-8"))]
     art = load_artifact(artifact)
@@ -45,12 +44,15 @@ def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_
     cands = [c for c in cands if c.query_id in whole]
     out: dict[str, Any] = {"claims": len(whole), "candidates": len(cands)}
     rows = {}
-    for name, log, order in (("ref", ref, ref_order), ("new", new, new_order)):
-        judge = RelevanceJudge(art.program, mode="graded", grade_order=order)  # type: ignore[arg-type]
-        with dspy.context(lm=None):  # every judgment is in the log: nothing is asked
-            rows[name] = judge_candidates(judge, art.version, cands, corpus=None, log=JudgmentLog(log))
+    judge = RelevanceJudge(art.program, mode="graded")
+    for name, log, key in (("ref", ref, ref_judge), ("new", new, new_judge)):
+        done = JudgmentLog(log).done
+        logged = [done.get(f"{art.version}|{key}|{c.query_id}|{c.doc_id}") for c in cands]
+        if any(row is None for row in logged):
+            raise SystemExit(f"{log} holds no {key} judgment of artifact {art.version} for some candidates")
+        rows[name] = recalibrated_rows(judge, cands, logged)  # no LM call: the logged grades, cut and settled
         score = score_judge(cands, rows[name])
-        out[name] = {"log": str(log), "grade_order": order, "binary_kappa": round(score["binary"]["kappa"], 3),
+        out[name] = {"log": str(log), "judge": key, "binary_kappa": round(score["binary"]["kappa"], 3),
                      "positive_recall": round(score["binary"]["per_class"]["relevant"]["recall"], 3)}
 
     def label(row: dict | None) -> int | None:
@@ -73,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidates", type=Path, required=True, help="the agreement run's candidates.json")
     p.add_argument("--ref", type=Path, required=True, help="judgments.jsonl of the reference judge")
     p.add_argument("--new", type=Path, required=True, help="judgments.jsonl of the judge compared with it")
-    p.add_argument("--ref-order", choices=GRADE_ORDERS, default="query-first")
-    p.add_argument("--new-order", choices=GRADE_ORDERS, default="query-first")
+    p.add_argument("--ref-judge", default="graded", help="the judge part of the reference log's keys")
+    p.add_argument("--new-judge", default="graded", help="the judge part of the other log's keys")
     args = p.parse_args(argv)
-    print(json.dumps(compare(args.artifact, args.candidates, args.ref, args.new, ref_order=args.ref_order,
-                             new_order=args.new_order), indent=1, default=str))
+    print(json.dumps(compare(args.artifact, args.candidates, args.ref, args.new, ref_judge=args.ref_judge,
+                             new_judge=args.new_judge), indent=1, default=str))
     return 0
 
 

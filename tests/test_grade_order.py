@@ -1,7 +1,8 @@
-"""``--grade-order document-first``: the graded judge reads the document before the query, and production asks about
-one candidate for all its queries in a row, so an engine that keeps the prompt it holds evaluates the document once.
-The labels of a scripted run are those of the query-first run; the order is recorded, and a judgment log never lets
-one order's grade stand for the other's."""
+"""Grade order: a judge calibrated on document-first grades reads the document before the query, and production asks
+about one candidate for all its queries in a row, so an engine that keeps the prompt it holds evaluates the document
+once. The calibration holds the order (``syntra artifacts recalibrate --grade-order``): a judge never cuts grades of
+the other order with it, and a judgment log or run store never lets one order's grade stand for the other's. The labels
+of a scripted run are those of the query-first run."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from itertools import groupby
 
 import pytest
 
+from syntra_dspy.artifacts import grading_identity, load_artifact, save_artifact
 from syntra_dspy.cli import build_parser
-from syntra_dspy.cli.agreement_cmd import config_from_args as agreement_config
-from syntra_dspy.cli.produce_cmd import config_from_args as produce_config
+from syntra_dspy.judging.calibration import JudgeCalibration
 from syntra_dspy.judging.candidates import JudgedCandidate
 from syntra_dspy.judging.grading import DigitLabelAdapter, Grade
 from syntra_dspy.judging.judge import Candidate, RelevanceJudge
@@ -37,11 +38,10 @@ def test_document_first_shows_the_same_words_with_the_document_before_the_query(
 
 
 class _Program:
-    """Grades every candidate 3 and counts the calls, by order."""
+    """Grades every candidate 3 and counts the calls, by order; ``calibration``: its judge's (None: uncalibrated)."""
 
-    state = type("S", (), {"judge": None})()
-
-    def __init__(self):
+    def __init__(self, calibration=None):
+        self.state = type("S", (), {"judge": calibration})()
         self.calls: list[str] = []
 
     def grade_candidate(self, query, text, logprobs=True, order="query-first"):
@@ -49,16 +49,30 @@ class _Program:
         return Grade((0.0, 0.0, 0.0, 1.0), 3, 1.0)
 
 
-def test_the_judge_asks_in_its_order_says_so_and_refuses_an_unknown_one():
-    program = _Program()
-    judge = RelevanceJudge(program, mode="graded", grade_order="document-first")
+def test_the_judge_grades_in_its_calibrations_order_and_refuses_the_other():
+    fitted = JudgeCalibration(positive_threshold=1.5, hard_threshold=0.5, grade_order="document-first")
+    program = _Program(fitted)
+    judge = RelevanceJudge(program, mode="graded")
     judge.judge_all("q", [Candidate("d")])
     assert program.calls == ["document-first"]
     assert judge.groups_by_document and judge.describe()["grade_order"] == "document-first"
-    assert "grade_order" not in RelevanceJudge(program, mode="graded").describe()  # the default, as before
-    assert not RelevanceJudge(program, mode="written", grade_order="document-first").groups_by_document
+    with pytest.raises(ValueError, match="fitted on document-first grades, so it cannot cut query-first grades"):
+        RelevanceJudge(program, mode="graded", grade_order="query-first")
+    plain = _Program(JudgeCalibration(positive_threshold=1.5, hard_threshold=0.5))
+    assert RelevanceJudge(plain, mode="graded").grade_order == "query-first"
+    assert "grade_order" not in RelevanceJudge(plain, mode="graded").describe()  # the default, as before
+    # the calibration set itself is graded by an uncalibrated judge, in the order asked
+    assert RelevanceJudge(_Program(), mode="graded", grade_order="document-first").grade_order == "document-first"
+    assert not RelevanceJudge(program, mode="written").groups_by_document
     with pytest.raises(ValueError, match="unknown grade order 'last'"):
-        RelevanceJudge(program, mode="graded", grade_order="last")  # type: ignore[arg-type]
+        RelevanceJudge(_Program(), mode="graded", grade_order="last")  # type: ignore[arg-type]
+
+
+def test_the_order_is_kept_in_the_calibration_only_when_the_document_comes_first():
+    plain = JudgeCalibration(positive_threshold=1.5, hard_threshold=0.5)
+    assert "grade_order" not in plain.model_dump(mode="json")  # an earlier artifact's program.json keeps its bytes
+    turned = plain.model_copy(update={"grade_order": "document-first"})
+    assert JudgeCalibration.model_validate_json(turned.model_dump_json()) == turned
 
 
 def test_a_judgment_log_keeps_the_two_orders_apart(tmp_path):
@@ -76,13 +90,26 @@ def test_a_judgment_log_keeps_the_two_orders_apart(tmp_path):
     assert judge_key(RelevanceJudge(first, mode="written", grade_order="document-first")) == "written"
 
 
-def test_the_command_lines_set_the_order():
-    produce_args = build_parser().parse_args(["produce", "art", "--store", "r.db", "--grade-order", "document-first"])
-    assert produce_config(produce_args).grade_order == "document-first"
-    assert produce_config(build_parser().parse_args(["produce", "art", "--store", "r.db"])).grade_order == "query-first"
-    args = build_parser().parse_args(["agreement", "art", "--dataset", "beir:x", "--judge-mode", "graded",
-                                      "--grade-order", "document-first"])
-    assert agreement_config(args).grade_order == "document-first"
+def test_the_order_is_the_artifacts_not_a_production_flag():
+    args = build_parser().parse_args(["artifacts", "recalibrate", "art", "--grade-order", "document-first"])
+    assert args.grade_order == "document-first"
+    assert build_parser().parse_args(["artifacts", "recalibrate", "art"]).grade_order is None  # the artifact's
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["produce", "art", "--store", "r.db", "--grade-order", "document-first"])
+
+
+def _document_first(tmp_path_factory):
+    """The mini task's graded artifact with its calibration said to be of document-first grades (the scripted judge
+    grades alike in either order, so the same cut points hold), saved as a new version."""
+    from test_produce_support import mini_artifact
+
+    path, index = mini_artifact(tmp_path_factory, judge="graded")
+    loaded = load_artifact(path)
+    judge = loaded.program.state.judge.model_copy(update={"grade_order": "document-first"})
+    manifest = {k: v for k, v in loaded.manifest.items()
+                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
+    return path, save_artifact(loaded.program.with_components(judge=judge), manifest,
+                               tmp_path_factory.mktemp("document-first")), index
 
 
 class _RecordingBrain(SyntraBrain):
@@ -108,15 +135,13 @@ def _runs_of_one_candidate(calls: list[tuple[str, str]]) -> dict[str, int]:
 
 def test_a_scripted_run_grades_each_candidate_for_its_queries_in_a_row_with_the_same_labels(tmp_path_factory,
                                                                                            minilm, tmp_path):
-    from test_produce_support import mini_artifact
-
-    art, index = mini_artifact(tmp_path_factory, judge="graded")
+    plain, turned, index = _document_first(tmp_path_factory)
     runs = {}
-    for order in ("query-first", "document-first"):
+    for order, art in (("query-first", plain), ("document-first", turned)):
         brain = _RecordingBrain()
         store = tmp_path / f"{order}.db"
         produce(art, store, generator=scripted_lm(brain), index_dir=index, encoder=minilm, progress=False, docs=3,
-                queries_per_doc=3, top_k=5, concurrency=1, grade_order=order)
+                queries_per_doc=3, top_k=5, concurrency=1)
         runs[order] = (store, brain.graded)
     (before, asked_before), (after, asked_after) = runs["query-first"], runs["document-first"]
     labels = "SELECT query_id, rank, doc_id, label FROM candidates ORDER BY query_id, rank"
@@ -135,3 +160,19 @@ def test_a_scripted_run_grades_each_candidate_for_its_queries_in_a_row_with_the_
         split = [doc for calls in by_source for doc, n in _runs_of_one_candidate(calls).items() if n > 1]
         assert (not split) if grouped else split
     assert any(n > 1 for calls in by_source for n in Counter(d for _, d in calls).values())  # some are asked again
+
+
+def test_a_run_stores_grades_of_the_other_order_do_not_teach_a_margin(tmp_path_factory, tmp_path):
+    from syntra_dspy.errors import ConfigError
+    from syntra_dspy.production.store import RunStore
+
+    plain, turned, _ = _document_first(tmp_path_factory)
+    program = load_artifact(turned).program
+    store = tmp_path / "run.db"
+    with RunStore.open(store) as run:  # graded by the query-first artifact's judge (its prompt, its clip)
+        run.set_meta(artifact={"prompts_sha256": {"grade": grading_identity(program)["prompt_sha256"]}},
+                     judge={"mode": "graded"})
+    with RunStore.open(store, readonly=True) as run, pytest.raises(ConfigError, match="graded query-first"):
+        run.check_graded_like(program, path=store, field="cascade_grades", use="--cascade-grades", hint="")
+    assert grading_identity(program)["grade_order"] == "document-first"
+    assert grading_identity(load_artifact(plain).program)["grade_order"] == "query-first"

@@ -189,3 +189,25 @@ def test_kept_grades_are_not_reused_over_another_corpus(relative, tmp_path, monk
                                 calibration_labels=f"beir:{tmp_path / 'eval'}:test")
     record = load_artifact(path).manifest["record"]["recalibration"]
     assert record["grades_reused"] == 0 and record["graded"] == record["candidates"] == brain.calls["grade"]
+
+
+def test_another_grade_order_grades_every_candidate_in_it_and_the_calibration_records_it(relative, tmp_path):
+    art, index = relative
+    brain = SyntraBrain()
+    graded_users: list[str] = []
+    grade = brain.grade
+    brain.grade = lambda system, user: (graded_users.append(user), grade(system, user))[1]  # type: ignore
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(brain),
+                                index_dir=index, grade_order="document-first")
+    derived = load_artifact(path)
+    record = derived.manifest["record"]["recalibration"]
+    assert record["grade_order"] == "document-first" and record["graded"] == record["candidates"] > 0
+    # the kept grades are of the other order: every candidate is graded again, document first
+    assert graded_users and all(user.startswith("Document: ") for user in graded_users)
+    assert derived.program.state.judge.grade_order == "document-first"
+    assert render_prompts(derived.program) == render_prompts(load_artifact(art).program)  # the words are the same
+    # refitted again, its own (document-first) grades are reused and the order kept
+    again = recalibrate_artifact(path, tmp_path / "artifacts", feature="hybrid", generator=scripted_lm(SyntraBrain()),
+                                 index_dir=index)
+    assert load_artifact(again).manifest["record"]["recalibration"]["graded"] == 0
+    assert load_artifact(again).program.state.judge.grade_order == "document-first"

@@ -24,7 +24,7 @@ from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.judging.calibration import CalibrationSample, fit_calibration
 from syntra_dspy.judging.candidates import JudgedCandidate
 from syntra_dspy.judging.judge import RelevanceJudge
-from syntra_dspy.judging.measure import JudgmentLog, judge_key, paired_kappa_difference, recalibrated_rows, score_judge
+from syntra_dspy.judging.measure import JudgmentLog, paired_kappa_difference, recalibrated_rows, score_judge
 from syntra_dspy.lm.usage import UsageMeter
 from syntra_dspy.production.recalibrate import _graded_set
 
@@ -55,17 +55,17 @@ def main(artifact: str, candidates_json: str, query_first_log: str, document_fir
     result: dict = {"artifact": original.version, "feature": feature, "candidates": len(cands)}
     rows: dict[tuple[str, str], list] = {}
     for order in ORDERS:
-        own = RelevanceJudge(original.program, mode="graded", grade_order=order)  # type: ignore[arg-type]
-        logged = [logs[order].done.get(f"{original.version}|{judge_key(own)}|{c.query_id}|{c.doc_id}") for c in cands]
+        key = "graded" if order == "query-first" else f"graded:{order}"  # how syntra agreement keyed its rows
+        logged = [logs[order].done.get(f"{original.version}|{key}|{c.query_id}|{c.doc_id}") for c in cands]
         missing = sum(r is None for r in logged)
         if missing:
             raise SystemExit(f"{missing} candidates have no {order} judgment in its log")
         samples = calibration_samples(original, order, out_dir)
-        fitted = fit_calibration(samples, feature=feature)
+        fitted = fit_calibration(samples, feature=feature, grade_order=order)  # type: ignore[arg-type]
         for name, calibration in (("artifact's calibration", original.program.state.judge),
                                   (f"fitted on {order} grades", fitted)):
-            judge = RelevanceJudge(original.program.with_components(judge=calibration), mode="graded",
-                                   grade_order=order)  # type: ignore[arg-type]
+            # the logged grades cut again with ``calibration`` (the order they were graded in is the log's)
+            judge = RelevanceJudge(original.program.with_components(judge=calibration), mode="graded")
             rows[(order, name)] = labelled = recalibrated_rows(judge, cands, logged)
             score = score_judge(cands, labelled)
             result[f"{order}, {name}"] = {

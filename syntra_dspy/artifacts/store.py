@@ -71,11 +71,14 @@ def render_prompts(program: SynthesisProgram) -> dict[str, dict[str, str]]:
 
 def grading_identity(program: SynthesisProgram) -> dict[str, Any]:
     """What makes a grade made for one artifact the grade another's judge would get from the same model: the same
-    grading prompt (the system prompt holds the whole instruction) shown the same share of each document. Checked
+    grading prompt (the system prompt holds the whole instruction) shown the same share of each document, in the same
+    order (query or document first, as the calibration says). Checked
     wherever grades made for one are read as another's: a run's stored grades relabelled or teaching a cascade
     margin, grades shared between judges in ``syntra agreement`` and between comparison rows."""
+    judge = program.state.judge
     return {"prompt_sha256": render_prompts(program)["grade"]["system_prompt_sha256"],
-            "max_doc_chars": program.max_doc_chars}
+            "max_doc_chars": program.max_doc_chars,
+            "grade_order": judge.grade_order if judge is not None else "query-first"}
 
 
 def compute_program_id(program_json: bytes, manifest: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from syntra_dspy.cli._args import CommaChoices, positive_int, rename
 from syntra_dspy.cli._settings import add_settings, given_settings
-from syntra_dspy.judging.settings import GRADE_ORDERS, JUDGE_MODES, AgreementConfig
+from syntra_dspy.judging.settings import JUDGE_MODES, AgreementConfig
 
 # The settings' flags in help order: (flag, AgreementConfig field, argparse keywords); help text and default come
 # from the field, so AgreementConfig is the one source. --judge-mode and --compare-judge-mode take comma-separated
@@ -20,7 +20,6 @@ _SETTINGS = (
     ("--seed", "seed", {"type": int}),
     ("--judge-mode", "judges", {"type": CommaChoices(JUDGE_MODES), "metavar": "graded|written[,…]"}),
     ("--compare-judge-mode", "compare_judges", {"type": CommaChoices(JUDGE_MODES), "metavar": "graded|written[,…]"}),
-    ("--grade-order", "grade_order", {"choices": GRADE_ORDERS}),
     ("--exclude-queries", "exclude_queries", {"type": Path, "metavar": "FILE"}),
     ("--api-key-env", "api_key_env", {"metavar": "VAR"}),
     ("--index-dir", "index_dir", {"type": Path}),
@@ -41,11 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_settings(p, AgreementConfig, _SETTINGS[:5])
     p.add_argument("--compare", type=Path, default=None, metavar="ARTIFACT2",
                    help="judge the same candidates with a second artifact too")
-    add_settings(p, AgreementConfig, _SETTINGS[5:8])
+    add_settings(p, AgreementConfig, _SETTINGS[5:7])
     rename(p, "--judge", "--judge-mode")
     rename(p, "--compare-judge", "--compare-judge-mode")
     p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
-    add_settings(p, AgreementConfig, _SETTINGS[8:])
+    add_settings(p, AgreementConfig, _SETTINGS[7:])
     p.add_argument("--out", type=Path, default=Path("runs/agreement"), help="report folder (default runs/agreement)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)

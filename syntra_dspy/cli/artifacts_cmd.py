@@ -7,6 +7,7 @@ import json
 
 from syntra_dspy.cli._args import positive_int, rename
 from syntra_dspy.judging.calibration import FEATURES
+from syntra_dspy.judging.settings import GRADE_ORDERS
 
 #: The loops a compile runs (syntra_dspy.optimizers.metric.STAGE_NAMES, which loads DSPy), for ``diff --loop``.
 LOOPS = ("task_definition", "idattr", "query_instruction", "annotation_instruction")
@@ -69,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     recal.add_argument("--regrade", action="store_true",
                        help="grade every calibration candidate again instead of reusing the artifact's grades (e.g. "
                             "to measure another llama.cpp build; another --generator always grades again)")
+    recal.add_argument("--grade-order", default=None, choices=GRADE_ORDERS,
+                       help="which the grading prompt shows first (default: the order of the artifact's calibration); "
+                            "document-first lets production grade a candidate for all its queries in a row, reusing "
+                            "the evaluated document; another order than the artifact's grades everything again")
     recal.add_argument("--json", action="store_true", help="print the result as JSON")
     recal.set_defaults(func=_recalibrate)
 
@@ -155,7 +160,8 @@ def _recalibrate(args: argparse.Namespace) -> int:
         raise ConfigError("--calibration-queries must be 0 or more", field="calibration_queries")
     path = recalibrate_artifact(args.path, args.out, feature=args.feature, calibration_labels=args.calibration_labels,
                                 calibration_queries=args.calibration_queries, generator=args.generator,
-                                api_key_env=args.api_key_env, index_dir=args.index_dir, regrade=args.regrade)
+                                api_key_env=args.api_key_env, index_dir=args.index_dir, regrade=args.regrade,
+                                grade_order=args.grade_order)
     judge = load_artifact(path).program.state.judge
     summary = judge.summary if judge is not None else None
     if args.json:

@@ -93,7 +93,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
         lm, lm_info = resolve_generator(art.meta, generator, config.api_key_env)
         prepare_lm(lm)
         for mode in (judges if n == 0 or compare_judges is None else compare_judges):
-            judge = RelevanceJudge(art.program, mode=mode, grade_order=config.grade_order)  # type: ignore[arg-type]
+            judge = RelevanceJudge(art.program, mode=mode)  # type: ignore[arg-type]
             name = f"{art.task}/{art.version}:{judge_key(judge)}"
             meter = UsageMeter()
             count, started = [0], time.perf_counter()

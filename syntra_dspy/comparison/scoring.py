@@ -140,7 +140,8 @@ def grading_key(program: Any) -> str | None:
     if judge_mode(program) != "graded":
         return None
     identity = grading_identity(program)
-    return f"{identity['prompt_sha256']}:{identity['max_doc_chars']}"
+    order = "" if identity["grade_order"] == "query-first" else f":{identity['grade_order']}"  # keys as before
+    return f"{identity['prompt_sha256']}:{identity['max_doc_chars']}{order}"
 
 
 def label_items(program: Any, items: Sequence[JudgedItem], corpus: Any, *, chunk_size: int,

@@ -36,6 +36,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from syntra_dspy.judging.agreement import agreement, cohen_kappa, to_binary
+from syntra_dspy.judging.settings import GradeOrder
 
 Klass = Literal["positive", "hard_negative", "easy_negative"]
 Feature = Literal["expected", "fused", "relative", "hybrid", "weighted"]
@@ -156,16 +157,22 @@ class JudgeCalibration(BaseModel):
     # points, and ``syntra artifacts recalibrate`` refits from it without grading again, on any machine and build
     # (grades of the same model differ slightly between llama.cpp builds). Empty in artifacts made before it was kept.
     samples: tuple[CalibrationSample, ...] = ()
+    # Which the grading prompt showed first when the grades it was fitted on were made (GradeOrder). The same model
+    # reading the same words in the other order gives E of another spread (on SciFact's 1.5B judge, mean 1.14 ->
+    # 1.53), so these cut points hold for grades of this order only, and the judge grades in it.
+    grade_order: GradeOrder = "query-first"
 
     @model_serializer(mode="wrap")
     def _without_empty_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``weights`` (a ``weighted`` calibration's) and ``samples`` are written only when they hold something: a
-        calibration made before they existed serialises as it did then, so re-saving an earlier artifact keeps its
-        bytes."""
+        """``weights`` (a ``weighted`` calibration's) and ``samples`` are written only when they hold something, and
+        ``grade_order`` only when the document comes first: a calibration made before they existed serialises as it
+        did then, so re-saving an earlier artifact keeps its bytes."""
         data = handler(self)
         for name in ("weights", "samples"):
             if not getattr(self, name):
                 data.pop(name, None)
+        if self.grade_order == "query-first":
+            data.pop("grade_order", None)
         return data
 
     def description(self) -> dict[str, Any]:
@@ -419,9 +426,10 @@ def _cv_kappa(samples: Sequence[CalibrationSample], feature: Feature, contexts: 
     return cohen_kappa(gold, pred, ("positive", "negative")) if gold else None
 
 
-def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | Literal["auto"] = "auto"
-                    ) -> JudgeCalibration:
-    """Fit the score and its two cut points on a calibration set; the summary records how well they agree there.
+def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | Literal["auto"] = "auto",
+                    grade_order: GradeOrder = "query-first") -> JudgeCalibration:
+    """Fit the score and its two cut points on a calibration set (graded in ``grade_order``); the summary records
+    how well they agree there.
 
     ``auto`` chooses from ``AUTO_FEATURES`` and considers ``hybrid`` only when every sample has a BM25 score (a
     same-language task); ``weighted``, fitted only when asked for, weighs the BM25 terms only then."""
@@ -465,7 +473,7 @@ def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | 
         positive_precision=binary.per_class["relevant"]["precision"],
         cv_binary_kappa=cv, auc=auc,
     )
-    return fitted.model_copy(update={"summary": summary, "samples": tuple(samples)})
+    return fitted.model_copy(update={"summary": summary, "samples": tuple(samples), "grade_order": grade_order})
 
 
 def describe(calibration: JudgeCalibration | None) -> dict[str, Any]:

@@ -7,8 +7,9 @@
   asked for them) is judged by its written digit instead; :attr:`RelevanceJudge.fallback` says why. With a
   :class:`~syntra_dspy.judging.cascade.JudgeCascade`, a candidate whose class no grade could change is not asked
   (:meth:`RelevanceJudge.skips`): its judgment carries the :class:`~syntra_dspy.judging.cascade.Skip` instead.
-  ``grade_order="document-first"`` shows the document before the query, so the queries one candidate is graded for
-  share the evaluated prompt prefix (:attr:`RelevanceJudge.groups_by_document` tells a caller to ask them in a row).
+  The calibration says which the prompt shows first (``grade_order``): a judge calibrated on ``document-first`` grades
+  shows the document before the query, so the queries one candidate is graded for share the evaluated prompt prefix
+  (:attr:`RelevanceJudge.groups_by_document` tells a caller to ask them in a row).
 * ``written``: the annotate step labels candidates in chunks with a JSON answer (the judge before graded judging).
 
 Compile trials, calibration, comparison, agreement and production all label through this class.
@@ -79,7 +80,7 @@ class RelevanceJudge:
     """Labels candidates with one program's judge; thread-safe (production calls it from several workers)."""
 
     def __init__(self, program: Any, *, mode: JudgeMode | None = None, chunk_size: int = 1,
-                 cascade: JudgeCascade | None = None, grade_order: GradeOrder = "query-first") -> None:
+                 cascade: JudgeCascade | None = None, grade_order: GradeOrder | None = None) -> None:
         calibration: JudgeCalibration | None = program.state.judge
         self.program = program
         self.mode: JudgeMode = mode or judge_mode(program)
@@ -90,9 +91,15 @@ class RelevanceJudge:
         if cascade is not None and (self.mode != "graded" or not self.calibrated):
             raise ValueError("a judge cascade needs a graded judge with a fitted calibration")
         self.cascade = cascade
-        if grade_order not in GRADE_ORDERS:
+        # ``grade_order``: the calibration's, which is the only one its cut points hold for; an uncalibrated judge
+        # (calibration grades, or an artifact from before graded judging) grades in the order asked
+        own = self.calibration.grade_order
+        if grade_order is not None and grade_order not in GRADE_ORDERS:
             raise ValueError(f"unknown grade order {grade_order!r}; use one of {', '.join(GRADE_ORDERS)}")
-        self.grade_order: GradeOrder = grade_order
+        if grade_order is not None and self.calibrated and grade_order != own:
+            raise ValueError(f"this judge's calibration was fitted on {own} grades, so it cannot cut {grade_order} "
+                             f"grades (the same model gives E of another spread read the other way round)")
+        self.grade_order: GradeOrder = grade_order or own
         self.chunk_size = 1 if self.mode == "graded" else chunk_size
         self._logprobs = LogprobFallback("graded judge: %s; judging by the written label digit instead", logger)
 

@@ -18,9 +18,10 @@ JUDGE_MODES: tuple[JudgeMode, ...] = ("graded", "written")
 #: :mod:`syntra_dspy.judging.cascade` says what each skips).
 CascadeMode = Literal["off", "lossless", "margin"]
 CASCADE_MODES: tuple[CascadeMode, ...] = ("off", "lossless", "margin")
-#: Which of the two a graded judge's prompt shows first (``--grade-order``): the query, so a query's candidates share
-#: the evaluated prefix, or the document, so the queries one candidate is graded for share it (the document is most of
-#: the prompt). The words are the same; the model reads them in another order, so grades may differ.
+#: Which of the two a graded judge's prompt shows first: the query, so a query's candidates share the evaluated prefix,
+#: or the document, so the queries one candidate is graded for share it (the document is most of the prompt). The
+#: words are the same, but the model grades otherwise, so an artifact's calibration holds for one order, which it
+#: records (``JudgeCalibration.grade_order``; ``syntra artifacts recalibrate --grade-order`` fits one for the other).
 GradeOrder = Literal["query-first", "document-first"]
 GRADE_ORDERS: tuple[GradeOrder, ...] = ("query-first", "document-first")
 
@@ -53,7 +54,5 @@ class AgreementConfig(SettingsModel):
     exclude_queries: Path | None = Field(None, description=(
         "queries never to sample besides the task's: a file of query ids (one per line) or a task YAML, e.g. the "
         "queries an earlier measurement used"))
-    grade_order: GradeOrder = Field("query-first", description=(
-        "which a graded judge's prompt shows first, the query or the document (as `syntra produce --grade-order`)"))
     api_key_env: str | None = Field(None, description="environment variable holding the judge server's key")
     index_dir: Path | None = Field(None, description="where the corpus index is cached")

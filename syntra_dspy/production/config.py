@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import ConfigDict, Field
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.judging.settings import CascadeMode, GradeOrder
+from syntra_dspy.judging.settings import CascadeMode
 from syntra_dspy.production.ray_cluster import RayOptions
 from syntra_dspy.retrieval.corpus import CorpusFormat
 from syntra_dspy.settings_model import SettingsModel
@@ -70,11 +70,6 @@ class ProduceConfig(SettingsModel):
         "restate a rejected query) decode no query that is one (a final question mark, an interrogative first "
         "word): the embedded engine takes the next best token instead of the one that starts or ends a question; "
         "an engine that does not narrow schemas ignores it; default: off"))
-    grade_order: GradeOrder = Field("query-first", description=(
-        "which a graded judge's prompt shows first: query-first (a query's candidates share the evaluated prefix) or "
-        "document-first (production then grades a document's candidates grouped by candidate, so the queries one "
-        "candidate is graded for share its evaluated text: fewer prompt tokens evaluated on an engine that reuses "
-        "the prompt it holds); grades may differ, since the model reads the same words in another order"))
     # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
     judge_cascade: CascadeMode = Field("off", description=(
         "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "

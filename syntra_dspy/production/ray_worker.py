@@ -93,7 +93,7 @@ class DocumentWorker:
         self.lm = build_lm(checked.generator, role="generator")
         prepare_lm(self.lm)
         self.judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size,
-                                    cascade=checked.cascade, grade_order=checked.config.grade_order)
+                                    cascade=checked.cascade)
         self._chunk_pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="syntra-chunk")
         self.pipeline = build_pipeline(inputs, self.judge, slots=threading.BoundedSemaphore(slots),
                                        chunk_pool=self._chunk_pool,

@@ -38,7 +38,8 @@ _SEALED = ("version", "program_id", "prompts", "schema_version", "kind")
 def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str = "auto",
                          calibration_labels: str | None = None, calibration_queries: int | None = None,
                          generator: Any = None, api_key_env: str | None = None,
-                         index_dir: str | Path | None = None, regrade: bool = False) -> Path:
+                         index_dir: str | Path | None = None, regrade: bool = False,
+                         grade_order: GradeOrder | None = None) -> Path:
     """Fit a new calibration on ``artifact``'s graded calibration set and save a derived artifact under ``out``
     (``<out>/<task>/<version>``); returns its directory.
 
@@ -48,7 +49,9 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     with the artifact's own, unchanged grading prompt; ``regrade`` grades them all (e.g. to measure another build),
     and so does another ``generator`` than the one that graded them. The calibration set is built as compile built
     it (the compile's seed, candidate depth and controls; its human label source and query count unless
-    ``calibration_labels``/``calibration_queries`` are given).
+    ``calibration_labels``/``calibration_queries`` are given). ``grade_order``: which the grading prompt shows first
+    (default: the order of the artifact's calibration); another order than the kept grades' grades every candidate
+    again, and the new calibration records it, so production grades in it.
     """
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
     from syntra_dspy.lm.usage import UsageMeter
@@ -64,11 +67,14 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)
     program = original.program
     saved = program.state.judge.samples if program.state.judge is not None else ()
+    kept_order = program.state.judge.grade_order if program.state.judge is not None else "query-first"
+    order: GradeOrder = grade_order or kept_order
     same_set = labels == settings.get("calibration_labels") and queries == int(settings.get("calibration_queries") or 0)
     # The artifact's own generator is only built when something must be graded (a served one needs --generator).
     own = original.meta.generator.model_dump()
     lm, lm_info = (None, own) if generator is None else resolve_generator(original.meta, generator, api_key_env)
-    reusable = bool(saved) and not regrade and same_grader(grader(lm_info), calibration_grader(original.meta))
+    reusable = (bool(saved) and not regrade and order == kept_order
+                and same_grader(grader(lm_info), calibration_grader(original.meta)))
     meter = UsageMeter()
     started = time.perf_counter()
     if reusable and same_set:
@@ -82,11 +88,11 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
                               hint="give --calibration-labels with the same judged data, or leave the calibration "
                                    "set as the compile made it (its grades are reused)")
         samples, graded, reused = _graded_set(original, labels, queries, saved if reusable else (), lm, api_key_env,
-                                              meter, index_dir)
+                                              meter, index_dir, order=order)
     if not any(s.gold == "positive" for s in samples):
         raise ConfigError("no known positive of the calibration set could be graded: the judge's answers were "
                           "unusable", path=artifact)
-    judge = fit_calibration(samples, feature=feature)  # type: ignore[arg-type]
+    judge = fit_calibration(samples, feature=feature, grade_order=order)  # type: ignore[arg-type]
     derived = program.with_components(judge=judge)
     if render_prompts(derived) != render_prompts(program):
         raise ArtifactError("the recalibrated program renders other prompts than the original (only the judge may "
@@ -97,7 +103,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     record["recalibration"] = {
         "from_version": original.version, "from_program_id": original.program_id,
         "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
-        "feature_setting": feature, "calibration_labels": labels, "calibration_queries": queries,
+        "feature_setting": feature, "calibration_labels": labels, "calibration_queries": queries, "grade_order": order,
         "candidates": len(samples), "graded": graded, "grades_reused": reused,
         "generator": lm_info.get("model") if graded else None,
         "usage": meter.snapshot(), "before": _brief(program.state.judge), "after": _brief(judge),

@@ -232,8 +232,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
         cascade = production_cascade(inputs.artifact.program, config.judge_cascade,
                                      coverage=config.cascade_coverage, store=Path(store),
                                      grades=config.cascade_grades)
-        judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size, cascade=cascade,
-                               grade_order=config.grade_order)
+        judge = RelevanceJudge(inputs.artifact.program, chunk_size=inputs.settings.chunk_size, cascade=cascade)
         if plan is not None:  # the workers judge with the same cascade (a margin may come from this store)
             plan = plan.model_copy(update={"cascade": cascade})
         run = _open_run(Path(store), inputs, generator_info)
@@ -248,7 +247,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
                 # what the generator may answer, per session: a resumed run may change them
                 "max_identifiers": inputs.settings.max_identifiers, "hide_copied": inputs.settings.hide_copied,
                 "copy_guard": inputs.settings.copy_guard, "question_guard": inputs.settings.question_guard,
-                # how the judge read each candidate, per session (grades of the two orders may differ)
+                # which the judge's prompt showed first, per session (the artifact's calibration says which)
                 "grade_order": judge.grade_order,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
                 **({"ray": ray.describe()} if ray is not None else {})})

@@ -198,6 +198,11 @@ class RunStore:
         if theirs != mine["prompt_sha256"]:
             raise ConfigError(f"{use}: this run store was graded with another prompt than the artifact's", path=path,
                               field=field, hint=hint)
+        order = (meta.get("judge") or {}).get("grade_order", "query-first")
+        if order != mine["grade_order"]:
+            raise ConfigError(f"{use}: this run store's judge graded {order}, the artifact's grades "
+                              f"{mine['grade_order']}, so its grades are not this judge's", path=path, field=field,
+                              hint=hint)
         if clip is not None and clip != mine["max_doc_chars"]:
             raise ConfigError(f"{use}: this run store's judge was shown {clip} characters of each document, the "
                               f"artifact's is shown {mine['max_doc_chars']}, so its grades are not this judge's",
