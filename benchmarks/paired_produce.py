@@ -147,7 +147,10 @@ def held_out_corpus(corpus: Path, store: Path | None, work: Path, listed: set[st
 
 
 def _stem(side: int, label: str) -> str:
-    return f"{side}-{label.replace(' ', '_').replace('=', '-').replace(',', '_')[:60]}"
+    """The side's store name: its place and label, one file name (a path in the label, e.g. ``artifact=``, is
+    flattened)."""
+    flat = label.replace(' ', '_').replace('=', '-').replace(',', '_').replace('/', '_').replace('\\', '_')
+    return f"{side}-{flat[:60]}"
 
 
 def run_side(side: int, label: str, settings: dict[str, Any], artifact: Path, work: Path, generator: Any,

@@ -109,6 +109,7 @@ def test_sides_take_turns_one_document_at_a_time_and_a_rerun_resumes(tmp_path, m
     rows = paired.run_in_turn(sides, tmp_path / "art", tmp_path, nullcontext, {"docs": 3})
     assert calls == [("1", 1), ("2", 1), ("2", 2), ("1", 2), ("1", 3), ("2", 3)]
     assert set(artifacts) == {("1", "art"), ("2", "recalibrated")}  # a side may produce from its own artifact
+    assert "/" not in paired._stem(2, "artifact=/root/art/scifact/38f06c31fe21")  # its store is one file name
     assert [r["label"] for r in rows] == ["before", "after"]
 
     calls.clear()
