@@ -5,7 +5,8 @@ it gives the four label tokens at the answer position carry much more: their exp
 relevant candidates above the rest even when the written label does not. This module formats the grading call
 (the fixed instruction as the system message, then the query and the document: query first shares the prompt
 prefix among a query's candidates, document first among the queries a document is graded for) and reads a
-:class:`Grade` from the answer and its first-token log probabilities, from the embedded engine or from any OpenAI-compatible server that returns ``top_logprobs``.
+:class:`Grade` from the answer and its first-token log probabilities, from the embedded engine or from any
+OpenAI-compatible server that returns ``top_logprobs``.
 """
 
 from __future__ import annotations
