@@ -176,3 +176,32 @@ def test_a_run_stores_grades_of_the_other_order_do_not_teach_a_margin(tmp_path_f
         run.check_graded_like(program, path=store, field="cascade_grades", use="--cascade-grades", hint="")
     assert grading_identity(program)["grade_order"] == "document-first"
     assert grading_identity(load_artifact(plain).program)["grade_order"] == "query-first"
+
+
+_ABSTRACT = ("Aspirin and paracetamol were compared in 240 adults with fever after influenza. Body temperature fell "
+             "faster after aspirin within the first four hours, while the share of patients without fever at 24 hours "
+             "did not differ. Gastric complaints were twice as common after aspirin.")
+
+
+@pytest.mark.llm
+def test_real_engine_evaluates_only_the_query_when_a_document_read_first_is_graded_again(small_generator):
+    """What the order is for, on the embedded engine: graded again for another query, a document shown first is
+    restored from the context, so only the query and the answer cue are evaluated; shown after the query, it is
+    evaluated again."""
+    import dspy
+
+    from syntra_dspy.judging.grading import ask_digit
+
+    predictor = dspy.Predict(GradeCandidateRelevance)
+    llama = small_generator.engine.load().llama
+    evaluated: dict[str, list[int]] = {}
+    with dspy.context(lm=small_generator):
+        for name, order in (("query-first", None), ("document-first", ("document", "query"))):
+            evaluated[name] = []
+            for query in ("Aspirin lowers fever faster than paracetamol.", "Paracetamol upsets the stomach less."):
+                grade = ask_digit(predictor, order=order, query=query, document=_ABSTRACT)
+                assert grade.probs is not None  # a real grade, read from the label tokens' probabilities
+                evaluated[name].append(llama.prompt_tokens_evaluated)
+    again_query_first, again_document_first = evaluated["query-first"][1], evaluated["document-first"][1]
+    document = len(llama.tokenize(_ABSTRACT.encode(), add_bos=False))
+    assert again_query_first > document > again_document_first, (document, evaluated)  # the document: again, or not
