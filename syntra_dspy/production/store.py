@@ -187,8 +187,9 @@ class RunStore:
 
     def check_graded_like(self, program: Any, *, path: Path, field: str, use: str, hint: str) -> None:
         """Refuse to read this run's stored grades as ``program``'s (``use``: what for) unless they were made with
-        its grading prompt shown the same share of each document (:func:`~syntra_dspy.artifacts.grading_identity`);
-        a store from before the clip was recorded is checked on the prompt only."""
+        its grading prompt shown the same share of each document, in the same order
+        (:func:`~syntra_dspy.artifacts.grading_identity`); a store from before the clip was recorded is checked on the
+        prompt and order only (a store that names no order graded query first)."""
         from syntra_dspy.artifacts import grading_identity
 
         meta = self.meta()
