@@ -22,34 +22,29 @@ from pathlib import Path
 from typing import Any
 
 
-
-def judged_pairs(log: Path) -> set[tuple[str, str]]:
-    """(query id, doc id) of every candidate the log holds a judgment for."""
-    rows = (json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip())
-    return {(r["query_id"], r["doc_id"]) for r in rows if r.get("judgment")}
-
-
 def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_judge: str = "graded",
             new_judge: str = "graded") -> dict[str, Any]:
     from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.candidates import JudgedCandidate
     from syntra_dspy.judging.judge import RelevanceJudge
-    from syntra_dspy.judging.measure import JudgmentLog, paired_kappa_difference, recalibrated_rows, score_judge
+    from syntra_dspy.judging.measure import (JudgmentLog, log_key, paired_kappa_difference, recalibrated_rows,
+                                             score_judge)
 
     cands = [JudgedCandidate(**c) for c in json.loads(candidates_json.read_text(encoding="utf-8"))]
     art = load_artifact(artifact)
-    done = judged_pairs(ref) & judged_pairs(new)
-    whole = {q for q in {c.query_id for c in cands}
-             if all((c.query_id, c.doc_id) in done for c in cands if c.query_id == q)}
+    sides = {name: (log, key, JudgmentLog(log).done) for name, log, key in (("ref", ref, ref_judge),
+                                                                           ("new", new, new_judge))}
+
+    def judged(c: JudgedCandidate) -> bool:
+        return all((done.get(log_key(art.version, key, c)) or {}).get("judgment") for _, key, done in sides.values())
+
+    whole = {q for q in {c.query_id for c in cands} if all(judged(c) for c in cands if c.query_id == q)}
     cands = [c for c in cands if c.query_id in whole]
     out: dict[str, Any] = {"claims": len(whole), "candidates": len(cands)}
     rows = {}
     judge = RelevanceJudge(art.program, mode="graded")
-    for name, log, key in (("ref", ref, ref_judge), ("new", new, new_judge)):
-        done = JudgmentLog(log).done
-        logged = [done.get(f"{art.version}|{key}|{c.query_id}|{c.doc_id}") for c in cands]
-        if any(row is None for row in logged):
-            raise SystemExit(f"{log} holds no {key} judgment of artifact {art.version} for some candidates")
+    for name, (log, key, done) in sides.items():
+        logged = [done[log_key(art.version, key, c)] for c in cands]  # every claim kept is judged whole in both
         rows[name] = recalibrated_rows(judge, cands, logged)  # no LM call: the logged grades, cut and settled
         score = score_judge(cands, rows[name])
         out[name] = {"log": str(log), "judge": key, "binary_kappa": round(score["binary"]["kappa"], 3),

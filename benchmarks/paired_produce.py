@@ -410,7 +410,8 @@ def report(args: argparse.Namespace, artifact: Path, rows: list[dict[str, Any]])
         lines.append(
             f"| {row['label']} | {row['records']} | {row['lm_seconds'] / 3600:.3f} | {_f(rate)} | {_f(ratio, '.2f')} "
             f"| {row['calls']} | {_f(row['calls_per_record'])} | {_f(tokens, ',.0f')} | {_f(tratio, '.2f')} | "
-            f"{_f(evaluated, ',.0f')} | {_f(eratio, '.2f')} | {_f(row['generated_tokens_per_record'], ',.0f')} | {g['skipped']} of {g['skipped'] + g['graded']} | "
+            f"{_f(evaluated, ',.0f')} | {_f(eratio, '.2f')} | {_f(row['generated_tokens_per_record'], ',.0f')} | "
+            f"{g['skipped']} of {g['skipped'] + g['graded']} | "
             f"{_changed(cmp)} | {same} |")
     for row in rows[1:]:
         lines += ["", *_paired_lines(base, row)]

@@ -24,7 +24,7 @@ from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.judging.calibration import CalibrationSample, fit_calibration
 from syntra_dspy.judging.candidates import JudgedCandidate
 from syntra_dspy.judging.judge import RelevanceJudge
-from syntra_dspy.judging.measure import JudgmentLog, paired_kappa_difference, recalibrated_rows, score_judge
+from syntra_dspy.judging.measure import JudgmentLog, log_key, paired_kappa_difference, recalibrated_rows, score_judge
 from syntra_dspy.lm.usage import UsageMeter
 from syntra_dspy.production.recalibrate import _graded_set
 
@@ -56,7 +56,7 @@ def main(artifact: str, candidates_json: str, query_first_log: str, document_fir
     rows: dict[tuple[str, str], list] = {}
     for order in ORDERS:
         key = "graded" if order == "query-first" else f"graded:{order}"  # how syntra agreement keyed its rows
-        logged = [logs[order].done.get(f"{original.version}|{key}|{c.query_id}|{c.doc_id}") for c in cands]
+        logged = [logs[order].done.get(log_key(original.version, key, c)) for c in cands]
         missing = sum(r is None for r in logged)
         if missing:
             raise SystemExit(f"{missing} candidates have no {order} judgment in its log")

@@ -24,8 +24,9 @@ from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge
 from syntra_dspy.signatures.types import label_class
 
 
-def _key(artifact: str, mode: str, c: JudgedCandidate) -> str:
-    return f"{artifact}|{mode}|{c.query_id}|{c.doc_id}"
+def log_key(artifact: str, judge: str, c: JudgedCandidate) -> str:
+    """The key of a candidate's row in a judgment log: artifact version, judge (:func:`judge_key`), query, document."""
+    return f"{artifact}|{judge}|{c.query_id}|{c.doc_id}"
 
 
 def judge_key(judge: RelevanceJudge) -> str:
@@ -67,9 +68,9 @@ def judge_candidates(judge: RelevanceJudge, artifact: str, candidates: Sequence[
     keeps the original call's time and tokens)."""
     rows: list[dict[str, Any] | None] = []
     for c in candidates:
-        key = _key(artifact, judge_key(judge), c)
+        key = log_key(artifact, judge_key(judge), c)
         if key not in log.done:
-            shared = next((log.done[k] for k in (_key(v, judge_key(judge), c) for v in same_grades) if k in log.done
+            shared = next((log.done[k] for k in (log_key(v, judge_key(judge), c) for v in same_grades) if k in log.done
                            and (log.done[k].get("judgment") or {}).get("grade")), None) \
                 if judge.mode == "graded" else None
             if shared is not None:
