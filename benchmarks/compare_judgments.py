@@ -1,11 +1,13 @@
-"""Two ``syntra agreement`` judgment logs of the same candidates against each other, with no LM call: binary kappa and
-positive recall of each against people, how many labels differ (and, of the relevant/not flips, how many move toward
-people), and the paired binary kappa difference with its bootstrap interval over claims.
+"""Two ``syntra agreement`` judgment logs of the same candidates against each other, with no LM call: binary kappa,
+positive precision and recall of each against people, how many labels differ (and, of the relevant/not flips, how
+many move toward people), and the paired binary kappa difference with its bootstrap interval over claims.
 
 Only claims both logs judged whole count (a list-relative score such as the hybrid's needs a claim's whole list), so
 a run stopped early compares on what it finished. Each log's grades are those its rows for the artifact hold under
 ``--ref-judge`` / ``--new-judge`` (the judge part of the log's keys: ``graded``, or ``graded:document-first`` for a
 judge that read the document first), cut with the artifact's calibration as ``syntra agreement`` cut them.
+``--new-artifact`` reads and cuts the other log with another version's calibration instead (e.g. one refitted on
+another grader's grades by ``syntra artifacts recalibrate --generator``, whose log ``syntra agreement`` keyed by it).
 
     python -m benchmarks.compare_judgments artifacts/scifact/22e653baa2bb \\
         --candidates benchmarks/results/judge_agreement_hybrid_fresh/candidates.json \\
@@ -23,7 +25,7 @@ from typing import Any
 
 
 def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_judge: str = "graded",
-            new_judge: str = "graded") -> dict[str, Any]:
+            new_judge: str = "graded", new_artifact: Path | None = None) -> dict[str, Any]:
     from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.candidates import JudgedCandidate
     from syntra_dspy.judging.judge import RelevanceJudge
@@ -32,22 +34,29 @@ def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_
 
     cands = [JudgedCandidate(**c) for c in json.loads(candidates_json.read_text(encoding="utf-8"))]
     art = load_artifact(artifact)
-    sides = {name: (log, key, JudgmentLog(log).done) for name, log, key in (("ref", ref, ref_judge),
-                                                                           ("new", new, new_judge))}
+    other = art if new_artifact is None else load_artifact(new_artifact)
+    sides = {name: (log, key, JudgmentLog(log).done, a) for name, log, key, a in (("ref", ref, ref_judge, art),
+                                                                                 ("new", new, new_judge, other))}
 
     def judged(c: JudgedCandidate) -> bool:
-        return all((done.get(log_key(art.version, key, c)) or {}).get("judgment") for _, key, done in sides.values())
+        return all((done.get(log_key(a.version, key, c)) or {}).get("judgment") for _, key, done, a in sides.values())
 
     whole = {q for q in {c.query_id for c in cands} if all(judged(c) for c in cands if c.query_id == q)}
+    if not whole:
+        raise SystemExit(f"no claim is judged whole in both logs under keys {art.version}:{ref_judge} and "
+                         f"{other.version}:{new_judge}: name the artifact each log was made with (--new-artifact) "
+                         "and the judge part of its keys (--ref-judge, --new-judge)")
     cands = [c for c in cands if c.query_id in whole]
     out: dict[str, Any] = {"claims": len(whole), "candidates": len(cands)}
     rows = {}
-    judge = RelevanceJudge(art.program, mode="graded")
-    for name, (log, key, done) in sides.items():
-        logged = [done[log_key(art.version, key, c)] for c in cands]  # every claim kept is judged whole in both
+    for name, (log, key, done, a) in sides.items():
+        logged = [done[log_key(a.version, key, c)] for c in cands]  # every claim kept is judged whole in both
+        judge = RelevanceJudge(a.program, mode="graded")
         rows[name] = recalibrated_rows(judge, cands, logged)  # no LM call: the logged grades, cut and settled
         score = score_judge(cands, rows[name])
-        out[name] = {"log": str(log), "judge": key, "binary_kappa": round(score["binary"]["kappa"], 3),
+        out[name] = {"log": str(log), "artifact": a.version, "judge": key,
+                     "binary_kappa": round(score["binary"]["kappa"], 3),
+                     "positive_precision": round(score["binary"]["per_class"]["relevant"]["precision"], 3),
                      "positive_recall": round(score["binary"]["per_class"]["relevant"]["recall"], 3)}
 
     def label(row: dict | None) -> int | None:
@@ -72,9 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new", type=Path, required=True, help="judgments.jsonl of the judge compared with it")
     p.add_argument("--ref-judge", default="graded", help="the judge part of the reference log's keys")
     p.add_argument("--new-judge", default="graded", help="the judge part of the other log's keys")
+    p.add_argument("--new-artifact", type=Path, default=None,
+                   help="the artifact whose version keys the other log and whose calibration cuts it (default: the "
+                        "first)")
     args = p.parse_args(argv)
     print(json.dumps(compare(args.artifact, args.candidates, args.ref, args.new, ref_judge=args.ref_judge,
-                             new_judge=args.new_judge), indent=1, default=str))
+                             new_judge=args.new_judge, new_artifact=args.new_artifact), indent=1, default=str))
     return 0
 
 

@@ -1,0 +1,43 @@
+"""benchmarks/compare_judgments.py on committed agreement logs: no LM call, so the committed figures must come out
+again, and a log read under another artifact's keys is refused rather than compared on nothing."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import REPO
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+FRESH = REPO / "benchmarks/results/judge_agreement_hybrid_fresh"
+ARTIFACT = REPO / "artifacts/scifact/22e653baa2bb"
+SMALL = FRESH / "small-judge"
+
+
+def test_two_builds_logs_give_the_committed_comparison():
+    from benchmarks.compare_judgments import compare
+
+    out = compare(ARTIFACT, FRESH / "candidates.json", FRESH / "judgments.jsonl", FRESH / "avx512-build/judgments.jsonl")
+    assert (out["claims"], out["candidates"]) == (50, 463)
+    assert (out["ref"]["binary_kappa"], out["new"]["binary_kappa"]) == (0.519, 0.497)
+    assert out["labels_differ"] == 8
+    assert out["paired_kappa_difference"]["difference"] == pytest.approx(-0.022, abs=5e-4)
+
+
+def test_a_log_of_another_version_is_read_and_cut_with_that_versions_calibration():
+    from benchmarks.compare_judgments import compare
+
+    out = compare(ARTIFACT, FRESH / "candidates.json", FRESH / "avx512-build/judgments.jsonl",
+                  SMALL / "judgments.jsonl", new_artifact=SMALL / "artifact/scifact/46228615c0c3")
+    assert out["new"]["artifact"] == "46228615c0c3" and out["ref"]["artifact"] == "22e653baa2bb"
+    assert (out["new"]["binary_kappa"], out["new"]["positive_recall"]) == (0.478, 0.389)
+    assert out["labels_differ"] == 53
+
+
+def test_a_log_read_under_keys_it_does_not_hold_is_refused():
+    from benchmarks.compare_judgments import compare
+
+    with pytest.raises(SystemExit, match="--new-artifact"):
+        compare(ARTIFACT, FRESH / "candidates.json", FRESH / "avx512-build/judgments.jsonl", SMALL / "judgments.jsonl")
