@@ -22,7 +22,7 @@ from syntra_dspy.artifacts.manifest import LMRecord
 from syntra_dspy.artifacts.store import manifests
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.estimate import Estimate, compile_calls, compile_estimate
-from syntra_dspy.lm.roles import LMRoles, embedded_name, role_specs
+from syntra_dspy.lm.roles import LMRoles, embedded_name, role_specs, with_engine_build
 from syntra_dspy.lm.usage import UsageMeter
 from syntra_dspy.optimizers import STRATEGIES, CompileSettings
 from syntra_dspy.programs.components import ComponentState, FewShotPair
@@ -201,7 +201,8 @@ def compile_task(task: str | Path | TaskSpec, config: CompileConfig | None = Non
         "strategy": strategy,
         "settings": optimizer.settings.model_dump(mode="json"),  # with the judge the strategy compiled
         "optimizer": optimizer.get_params(),
-        "lms": roles.describe(),
+        # with the engine build that graded the calibration set: another build's grades differ in the last digits
+        "lms": {role: with_engine_build(info) for role, info in roles.describe().items()},
         "fingerprints": {
             "examples": fingerprint_examples(pairs),
             "corpus": corpus.fingerprint,

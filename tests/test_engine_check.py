@@ -229,3 +229,44 @@ def test_a_run_store_is_told_which_build_made_its_records(monkeypatch):
     assert with_engine_build(info)["embedded"] == {"name": "qwen2.5-coder-1.5b", "engine_build": "avx512"}
     served = {"model": "hosted_vllm/m", "api_base": "http://h/v1"}
     assert with_engine_build(served) == served
+
+
+EMBEDDED_INFO = {"model": "embedded/qwen2.5-coder-1.5b", "embedded": {"name": "qwen2.5-coder-1.5b", "sha256": "ab"}}
+
+
+def test_a_compiled_artifact_names_the_build_that_graded_its_calibration_set(monkeypatch, tmp_path):
+    """An AVX-512 build's grades differ from the portable one's in the last digits (SciFact: binary kappa 0.519 vs
+    0.497 on the same claims), so the manifest says which build the calibration was fitted on."""
+    from helpers import compile_mini
+
+    from syntra_dspy.lm.roles import LMRoles
+
+    describe = LMRoles.describe
+    monkeypatch.setattr(LMRoles, "describe",
+                        lambda self: {**describe(self), "generator": {**EMBEDDED_INFO, "role": "generator"}})
+    monkeypatch.setattr(engine_check, "_selected", "avx512")
+    artifact, _ = compile_mini(tmp_path, judge="graded")
+    lms = artifact.manifest["lms"]
+    assert lms["generator"]["embedded"] == {**EMBEDDED_INFO["embedded"], "engine_build": "avx512"}
+    assert "embedded" not in lms["verifier"] or lms["verifier"]["embedded"] is None  # the scripted roles: nothing
+
+
+def test_a_recalibration_that_grades_names_its_build_and_one_that_reuses_grades_does_not(monkeypatch, tmp_path_factory,
+                                                                                          tmp_path):
+    from test_produce_support import mini_artifact
+
+    from syntra_dspy.artifacts import load_artifact
+    from syntra_dspy.production import setup
+    from syntra_dspy.production.recalibrate import recalibrate_artifact
+    from syntra_dspy.testing import SyntraBrain, scripted_lm
+
+    art, index = mini_artifact(tmp_path_factory, judge="graded", feature="relative")
+    monkeypatch.setattr(setup, "resolve_generator", lambda meta, generator, key_env: (generator, EMBEDDED_INFO))
+    monkeypatch.setattr(engine_check, "_selected", "avx512")
+    regraded = recalibrate_artifact(art, tmp_path / "a", feature="hybrid", generator=scripted_lm(SyntraBrain()),
+                                    index_dir=index, regrade=True)
+    record = load_artifact(regraded).manifest["record"]["recalibration"]
+    assert record["graded"] > 0 and record["engine_build"] == "avx512"
+    reused = recalibrate_artifact(art, tmp_path / "b", feature="hybrid", index_dir=index)
+    record = load_artifact(reused).manifest["record"]["recalibration"]
+    assert record["graded"] == 0 and "engine_build" not in record

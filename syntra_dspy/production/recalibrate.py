@@ -54,6 +54,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     again, and the new calibration records it, so production grades in it.
     """
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
+    from syntra_dspy.lm.roles import with_engine_build
     from syntra_dspy.lm.usage import UsageMeter
     from syntra_dspy.production.setup import calibration_grader, grader, resolve_generator, same_grader
 
@@ -99,6 +100,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
                             "change)", path=artifact)
     seconds = time.perf_counter() - started
     manifest = {k: v for k, v in original.manifest.items() if k not in _SEALED}
+    build = (with_engine_build(lm_info).get("embedded") or {}).get("engine_build")  # None unless it graded embedded
     record = dict(manifest.get("record") or {})
     record["recalibration"] = {
         "from_version": original.version, "from_program_id": original.program_id,
@@ -106,6 +108,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
         "feature_setting": feature, "calibration_labels": labels, "calibration_queries": queries, "grade_order": order,
         "candidates": len(samples), "graded": graded, "grades_reused": reused,
         "generator": lm_info.get("model") if graded else None,
+        **({"engine_build": build} if graded and build else {}),
         "usage": meter.snapshot(), "before": _brief(program.state.judge), "after": _brief(judge),
     }
     manifest["record"] = record
