@@ -19,7 +19,8 @@ SMALL = FRESH / "small-judge"
 def test_two_builds_logs_give_the_committed_comparison():
     from benchmarks.compare_judgments import compare
 
-    out = compare(ARTIFACT, FRESH / "candidates.json", FRESH / "judgments.jsonl", FRESH / "avx512-build/judgments.jsonl")
+    out = compare(ARTIFACT, FRESH / "candidates.json", FRESH / "judgments.jsonl",
+                  FRESH / "avx512-build/judgments.jsonl")
     assert (out["claims"], out["candidates"]) == (50, 463)
     assert (out["ref"]["binary_kappa"], out["new"]["binary_kappa"]) == (0.519, 0.497)
     assert out["labels_differ"] == 8

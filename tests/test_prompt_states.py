@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from syntra_dspy.lm.llamacpp.prompt_states import PromptStateCache, shared_prefix
+from syntra_dspy.lm.llamacpp.prompt_states import PromptStateCache, reuse_end, shared_prefix
 
 
 @dataclass
@@ -78,20 +79,28 @@ def test_the_least_recently_used_states_go_first_beyond_the_capacity():
 
 
 class Generating:
-    """Just enough of ``llama_cpp.Llama``'s generation: reuse the context's shared prefix, evaluate the rest of the
-    prompt in one ``eval``, then one ``eval`` per generated token."""
+    """Just enough of ``llama_cpp.Llama``'s generation: reuse the context's shared prefix (one token short of the
+    whole prompt), evaluate the rest of the prompt in one ``eval``, then one ``eval`` per generated token."""
 
     def __init__(self) -> None:
-        self.context: list[int] = []
+        self.input_ids = np.zeros(4096, dtype=np.intc)
+        self.n_tokens = 0
         self.evals: list[int] = []
+        self.removed_from: list[int] = []
+        self._ctx = SimpleNamespace(kv_cache_seq_rm=lambda seq, start, end: self.removed_from.append(start) or True)
+
+    def reset(self) -> None:
+        self.n_tokens = 0
 
     def eval(self, tokens) -> None:
         self.evals.append(len(tokens))
-        self.context.extend(tokens)
+        self.input_ids[self.n_tokens:self.n_tokens + len(tokens)] = tokens
+        self.n_tokens += len(tokens)
 
-    def generate(self, tokens, **kwargs):
-        del self.context[shared_prefix(self.context, tokens):]
-        pending = list(tokens[len(self.context):])
+    def generate(self, tokens, reset: bool = True, **kwargs):
+        if reset:
+            self.n_tokens = min(shared_prefix(self.input_ids[:self.n_tokens].tolist(), tokens), len(tokens) - 1)
+        pending = list(tokens[self.n_tokens:])
         while True:
             self.eval(pending)
             yield 7
@@ -109,4 +118,70 @@ def test_a_generation_counts_the_prompt_tokens_it_evaluated_not_the_ones_it_reus
     assert llama.prompt_tokens_evaluated == 203  # a fresh context: the whole prompt
     assert llama.evals == [203, 1, 1, 1]  # the generated tokens do not count
     list(islice(llama.generate([*GRADE, 9, 9]), 2))
-    assert llama.prompt_tokens_evaluated == 2  # the grading instruction was reused
+    # the grading instruction was reused up to the grid line before the prompt's last whole group (reuse_end)
+    assert llama.prompt_tokens_evaluated == 202 - 192 == 10
+
+
+@pytest.mark.parametrize(("shared", "prompt", "reusable", "end"), [
+    (281, 289, 288, 280),  # another claim about the same document: up to the grid line before the divergence
+    (289, 289, 288, 280),  # the same prompt again: its last whole group and its rest are evaluated again
+    (100, 289, 288, 96),  # a shared instruction ending off the grid
+    (281, 289, 200, 200),  # the context's own prompt ended earlier: its rest and its answer are not reused
+    (289, 289, 0, 0),  # a context not evaluated on the grid (a state saved before the rule): nothing reused
+    (9, 9, 8, 0),  # a prompt of one whole group or less is evaluated whole
+])
+def test_a_reused_prefix_ends_on_the_grid_and_leaves_a_whole_group_to_evaluate(shared, prompt, reusable, end):
+    assert reuse_end(shared, prompt, reusable, align=8) == end
+
+
+def test_a_generation_never_reuses_its_answer_or_the_rest_of_its_prompt():
+    """Tokens evaluated alone (an answer's, or a prompt's last ones after its last whole group) went through another
+    kernel than in a cold evaluation: a later prompt re-evaluates them, from the grid line before them."""
+    from itertools import islice
+
+    from syntra_dspy.lm.llamacpp.prompt_states import stateful
+
+    llama = stateful(Generating)()
+    first = [*GRADE, 1, 2, 3]  # 203 tokens: 200 on the grid
+    list(islice(llama.generate(first), 4))  # the context: the prompt and three answer tokens
+    assert llama.reusable == 200
+    list(islice(llama.generate([*first, 7, 7, 7, 5]), 1))  # shares the prompt and the answer: 206 tokens
+    assert llama.removed_from[-1] == 192 and llama.prompt_tokens_evaluated == 207 - 192
+    assert llama.reusable == 200
+    llama.reset()
+    assert llama.reusable == 0
+    list(islice(llama.generate(first), 1))
+    assert llama.prompt_tokens_evaluated == 203  # nothing left to reuse
+
+
+_INSTRUCTION = "Grade how well the document supports the claim, from 0 to 3, and answer with the digit only. " * 3
+_ABSTRACT = ("Document: Background. Fever is a common reason for visits to paediatric emergency departments. We "
+             "compared the time to defervescence after a single dose of ibuprofen or paracetamol in 240 children aged "
+             "six months to six years with a temperature above 38.5 degrees. Ibuprofen lowered the temperature faster "
+             "in the first two hours, and the difference was largest in children under two years. Adverse events were "
+             "rare and similar in both groups. Conclusion: a single dose of ibuprofen reduces fever faster than "
+             "paracetamol, and both are well tolerated.")
+
+
+@pytest.mark.llm
+def test_real_engine_gives_a_prompt_the_logits_of_its_cold_evaluation_whatever_ran_before(small_generator):
+    """Before the grid (reuse_end), the same prompt asked again had its last token evaluated alone, and its logits
+    moved by up to 0.3 on this model: a grade, or a near tie in a greedy answer, then depended on the call before."""
+    llama = small_generator.engine.load().llama
+
+    def logits(prompt: str) -> np.ndarray:
+        llama.create_completion(prompt, max_tokens=1, temperature=0.0)
+        return np.array(np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama._n_vocab,)), copy=True)
+
+    asked = f"{_INSTRUCTION}\n{_ABSTRACT}\nClaim: ibuprofen lowers fever faster than paracetamol.\nGrade:"
+    other_claim = f"{_INSTRUCTION}\n{_ABSTRACT}\nClaim: paracetamol upsets the stomach less.\nGrade:"
+    other_document = f"{_INSTRUCTION}\nDocument: Aspirin in stroke.\nClaim: a claim.\nGrade:"
+    llama.reset()
+    llama.cache = PromptStateCache()
+    cold = logits(asked)
+    for before in ([], [other_claim], [other_document], [other_claim, other_document, other_claim]):
+        for prompt in before:
+            logits(prompt)
+        again = logits(asked)
+        assert llama.prompt_tokens_evaluated < len(llama.tokenize(asked.encode()))  # a prefix was reused
+        assert np.array_equal(again, cold), (len(before), float(np.abs(again - cold).max()))
