@@ -11,8 +11,8 @@ evaluating the rest.
 
 Reusing a prefix must not change the answer. llama.cpp's CPU kernels compute a token the same way in any batch
 that holds it in a whole group of rows, but a token evaluated alone, or left over after the last whole group, goes
-through another kernel, whose logits differ in the last digits (up to 0.3 measured on the 0.5B model). llama-cpp-python
-evaluates a fully cached prompt's last token alone and a partly cached one from wherever the match ends, so the same
+through another kernel, whose logits differ (a logit by up to 0.35 on the 0.5B model). llama-cpp-python evaluates
+a fully cached prompt's last token alone and a partly cached one from wherever the match ends, so the same
 prompt decoded after another call could give another greedy answer (9 of 10 identical extraction prompts in
 ``benchmarks/results/paired_produce/scifact-embedded-8/``). :func:`reuse_end` keeps every evaluation on the same
 ``ALIGN``-token grid whatever the context holds, so a prompt's logits are those of its cold evaluation, bit for bit.
