@@ -129,8 +129,8 @@ def stateful(llama_class: type) -> type:
 
     llama-cpp-python's own ``save_state`` copies ``scores`` too: with ``logits_all=False`` that is n_batch x vocabulary
     floats (311 MB for Qwen2.5) per call, unused, since sampling reads the context's logits and a restored prompt
-    always evaluates at least its last token again (``Llama.generate`` keeps one token back when the whole prompt
-    matches). With ``logits_all=True`` the stored scores are what logprobs read, so those states stay whole.
+    always evaluates at least its last whole group of tokens again (:func:`reuse_end`). With ``logits_all=True`` the
+    stored scores are what logprobs read, so those states stay whole.
 
     ``prompt_tokens_evaluated`` says how much of the latest prompt was evaluated; the rest came from the context or a
     saved state, which the engine reports as cached prompt tokens (``export --stats`` shows the share per step).
