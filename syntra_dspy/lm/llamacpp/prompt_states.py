@@ -52,13 +52,16 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return int(differ[0]) if differ.size else n
 
 
+def grid_floor(tokens: int, align: int = ALIGN) -> int:
+    """The grid line at or before ``tokens``: how many of them fill whole groups of ``align``."""
+    return tokens - tokens % align
+
+
 def reuse_end(shared: int, prompt: int, reusable: int, align: int = ALIGN) -> int:
     """How many leading tokens of a ``prompt``-token prompt to keep from the context, which shares ``shared`` of
     them and holds ``reusable`` tokens evaluated on the grid (a prompt's whole groups, not its rest nor an answer):
     a multiple of ``align`` that leaves at least one whole group of the prompt to evaluate. 0: evaluate it all."""
-    whole = prompt - prompt % align
-    end = min(shared, reusable, whole - align)
-    return max(0, end - end % align)
+    return max(0, grid_floor(min(shared, reusable, grid_floor(prompt, align) - align), align))
 
 
 class PromptStateCache:
@@ -159,7 +162,7 @@ def stateful(llama_class: type) -> type:
                         self.reset()
                     else:
                         self.n_tokens = keep
-            self._grid = len(tokens) - len(tokens) % ALIGN
+            self._grid = grid_floor(len(tokens))
             return (yield from super().generate(tokens, *args, **kwargs))
 
         def reset(self) -> None:
