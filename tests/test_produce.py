@@ -203,6 +203,33 @@ def test_a_failing_planner_is_asked_once_and_its_valid_blueprints_are_kept(mini,
     assert blueprints[0] == brain.plan_answers[prefix(docs[0])][0]
 
 
+def test_planner_code_makes_no_plan_call_and_spreads_identifiers_and_options(mini, minilm, tmp_path):
+    brain = SyntraBrain()
+    store = tmp_path / "run.db"
+    summary, _ = run(mini, minilm, store, brain, docs=3, concurrency=1, planner="code")
+    assert summary.documents["done"] == 3
+    assert "plan" not in brain.calls and brain.calls["write"] >= 3  # no plan call; the writer still writes
+    assert not rows(store, "SELECT 1 FROM usage WHERE stage='plan'")
+    assert not rows(store, "SELECT 1 FROM failures WHERE stage='plan'")  # a choice, not a fallback
+    (options,), = rows(store, "SELECT options FROM sessions")
+    assert json.loads(options)["planner"] == "code"
+    by_doc: dict[str, list[dict]] = {}
+    for doc_id, blueprint in rows(store, "SELECT doc_id, blueprint FROM queries ORDER BY doc_id, position"):
+        by_doc.setdefault(doc_id, []).append(json.loads(blueprint))
+    assert len(by_doc) == 3
+    for blueprints in by_doc.values():
+        assert len(blueprints) == QUERIES
+        assert len({b["identifier"] for b in blueprints}) == QUERIES  # one identifier each while there are enough
+        options = [tuple(c["option"] for c in b["choices"]) for b in blueprints]
+        assert len(set(options)) > 1  # the options turn from one blueprint to the next
+
+
+def test_the_lm_planner_is_the_default(baseline):
+    (options,), = rows(baseline[0], "SELECT options FROM sessions")
+    assert json.loads(options)["planner"] == "lm"
+    assert rows(baseline[0], "SELECT calls FROM usage WHERE stage='plan'")[0][0] > 0
+
+
 class ChineseDimensions(SyntraBrain):
     """Extracts its query dimensions in Chinese for an English task (the CSL run's extractor did for every
     document), so only the generic default dimensions are left."""

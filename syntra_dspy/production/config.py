@@ -32,6 +32,8 @@ DEFAULT_DOCS = 10
 #: LM calls in flight when ``concurrency`` is not given: the embedded engine answers one call at a time (more only
 #: interleave documents, and a call no longer continues its document's cached prompt); a server batches them.
 EMBEDDED_CONCURRENCY, SERVED_CONCURRENCY = 1, 4
+#: Who plans a document's blueprints (:attr:`ProduceConfig.planner`).
+PlannerMode = Literal["lm", "code"]
 
 
 class ProduceConfig(SettingsModel):
@@ -70,6 +72,11 @@ class ProduceConfig(SettingsModel):
         "restate a rejected query) decode no query that is one (a final question mark, an interrogative first "
         "word): the embedded engine takes the next best token instead of the one that starts or ends a question; "
         "an engine that does not narrow schemas ignores it; default: off"))
+    planner: PlannerMode = Field("lm", description=(
+        "who plans each document's blueprints (an identifier and one option per dimension a query is written "
+        "from): lm (the planner call, as the artifact was compiled); code (no call: identifiers in turn, every "
+        "dimension's option turned from one blueprint to the next, never a repeat: the LM time of the plan "
+        "call saved)"))
     # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
     judge_cascade: CascadeMode = Field("off", description=(
         "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "
@@ -163,3 +170,4 @@ class UnitSettings:
     hide_copied: bool = False  # retries not shown the sentences a query copied (ProduceConfig.hide_copied)
     copy_guard: int | None = None  # greedy write calls decoded without N-word copies (ProduceConfig.copy_guard)
     question_guard: bool = False  # rewrites decoded without questions (ProduceConfig.question_guard)
+    planner: PlannerMode = "lm"  # who plans the blueprints: the LM's plan call or code (ProduceConfig.planner)

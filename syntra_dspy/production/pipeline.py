@@ -255,11 +255,12 @@ class DocumentPipeline:
              result: DocumentResult, meter: UsageMeter) -> list[Blueprint]:
         """``count`` blueprints, none repeating ``used`` (those of queries kept from an earlier attempt). Degrade,
         don't drop: the planner's valid blueprints are kept and the rest drawn in code, and that is recorded. A
-        document left with the generic default dimensions gets its blueprints drawn in code without a planner call."""
+        document left with the generic default dimensions, and every document under ``--planner code``, gets its
+        blueprints drawn in code without a planner call."""
         if count <= 0:
             return []
         seed = zlib.crc32(doc_id.encode("utf-8"))
-        if generic_dimensions(features):
+        if self.settings.planner == "code" or generic_dimensions(features):
             # Nothing of the document's own to plan around (every extracted dimension was in the documents' script
             # and dropped): the planner would only pair identifiers with generic options, and on the CSL run it
             # failed that for 3 of the first 6 documents (naming identifiers as dimensions), ~21 s a call.

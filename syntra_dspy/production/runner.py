@@ -247,6 +247,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
                 # what the generator may answer, per session: a resumed run may change them
                 "max_identifiers": inputs.settings.max_identifiers, "hide_copied": inputs.settings.hide_copied,
                 "copy_guard": inputs.settings.copy_guard, "question_guard": inputs.settings.question_guard,
+                "planner": inputs.settings.planner,
                 # which the judge's prompt showed first, per session (the artifact's calibration says which)
                 "grade_order": judge.grade_order,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
