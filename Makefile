@@ -33,7 +33,8 @@ ARGS ?=
 BENCH := $(PY) -m benchmarks
 RESULTS := benchmarks/results
 BENCHMARKS := baseline-table compare-scifact downstream-scifact teaching-signal judge-agreement pool-agreement \
-	engine-speed produce-scale train-memory downstream-csl cost-replay paired-produce paired-produce-embedded
+	engine-speed produce-scale train-memory downstream-csl cost-replay prefix-replay paired-produce \
+	paired-produce-embedded
 .PHONY: $(addprefix bench-,$(BENCHMARKS))
 
 benchmarks:
@@ -76,6 +77,11 @@ bench-produce-scale:
 bench-cost-replay:
 	$(BENCH).cost_replay --store benchmarks/runs/scifact-hybrid-v2.db.gz --artifact $(ARTIFACT) \
 		--out $(RESULTS)/cost_replay $(ARGS)
+
+# No LM call: the SciFact store's grading prompts replayed through prefix caches, query first and document first.
+bench-prefix-replay:
+	$(BENCH).prefix_replay --store benchmarks/runs/scifact-hybrid-v2.db.gz --artifact $(ARTIFACT) \
+		--corpus $(SCIFACT)/corpus.jsonl --out $(RESULTS)/prefix_replay $(ARGS)
 
 # Production before/after a setting: the scripted server on loopback (a minute), or the embedded model on SciFact
 # (~25 min a side for 8 documents on 2 cores, held out from STORE, whose grades the margin learns from: gunzip -k

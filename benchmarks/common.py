@@ -10,8 +10,10 @@ folder Python puts first on the path).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 import random
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,16 @@ def write_readme(out: Path, lines: list[str]) -> Path:
         kept = old.split(GENERATED_END, 1)[1]
     readme.write_text("\n".join([*lines, "", GENERATED_END]) + (kept or "\n"), encoding="utf-8")
     return readme
+
+
+def open_store(path: Path, tmp: Path) -> RunStore:
+    """A run store opened read-only; a ``.db.gz`` (how the repository keeps them) is read from a copy under ``tmp``."""
+    if path.suffix == ".gz":
+        plain = tmp / path.stem
+        with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        path = plain
+    return RunStore.open(path, readonly=True)
 
 
 def offline_environment() -> None:

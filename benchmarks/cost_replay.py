@@ -19,10 +19,8 @@ Writes ``benchmarks/results/cost_replay/README.md`` (the generated part; what fo
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
-import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -41,9 +39,9 @@ from syntra_dspy.programs.validation import QueryForm, query_problem
 from syntra_dspy.signatures.types import label_class
 
 try:  # python -m benchmarks.cost_replay (make bench-cost-replay)
-    from benchmarks.common import REPO, RESULTS, write_readme
+    from benchmarks.common import REPO, RESULTS, open_store, write_readme
 except ModuleNotFoundError:  # python benchmarks/cost_replay.py: this folder is first on the path
-    from common import REPO, RESULTS, write_readme  # type: ignore
+    from common import REPO, RESULTS, open_store, write_readme  # type: ignore
 
 COVERAGES = (0.8, 0.9, 0.95, 0.98, 0.99)
 
@@ -76,15 +74,6 @@ def labels_of(judge: RelevanceJudge, listed: Listed) -> tuple[list[int], int]:
 
 
 # -- reading what was stored -------------------------------------------------------------------------------------
-def open_store(path: Path, tmp: Path) -> RunStore:
-    if path.suffix == ".gz":
-        plain = tmp / path.stem
-        with gzip.open(path, "rb") as src, plain.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        path = plain
-    return RunStore.open(path, readonly=True)
-
-
 def store_lists(run: RunStore) -> list[Listed]:
     rows = run.rows(
         "SELECT c.query_id, c.rank, c.doc_id, c.score, c.label, g.p0, g.p1, g.p2, g.p3, g.written, g.mass, g.lexical, "
