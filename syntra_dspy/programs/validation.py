@@ -435,9 +435,10 @@ def fallback_blueprints(features: Features, count: int, *, seed: int = 0, kept: 
     ones): ``kept`` (the planner's valid ones) first, then identifiers in turn, each blueprint with the next option
     of every dimension (dimension j starts ``seed + j`` options in), so a document's queries differ in identifier
     and in options, never a repeated combination nor one of ``already`` (blueprints the document's queries use), up
-    to ``count`` in all. Callers record that they used it; the queries are still written by the LM from these
-    blueprints. Why options turn with every blueprint: the embedded 1.5B planner gave both queries of a document
-    the same options in 97 of 127 two-query SciFact documents, and spreading them is the planner's own rule."""
+    to ``count`` in all. Callers record that they used it (a fallback as the plan step's failure, ``--planner code``
+    in the session's options); the queries are still written by the LM from these blueprints. Why options turn
+    with every blueprint: the embedded 1.5B planner gave both queries of a document the same options in 97 of 127
+    two-query SciFact documents, and spreading them is the planner's own rule."""
     idents = [i.text for i in features.identifiers]
     dims = list(features.attributes)
     out: list[Blueprint] = list(kept)[:count]
