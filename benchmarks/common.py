@@ -13,8 +13,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 

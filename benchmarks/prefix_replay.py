@@ -31,6 +31,7 @@ import json
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from syntra_dspy.judging.grading import DigitLabelAdapter
 from syntra_dspy.judging.settings import GRADE_ORDERS, GradeOrder
 from syntra_dspy.lm.llamacpp.prompt_states import grid_floor, reuse_end, shared_prefix
 from syntra_dspy.models.install import ensure_gguf
+from syntra_dspy.production.pipeline import grouped_by_candidate
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.retrieval.corpus import read_corpus
@@ -70,14 +72,9 @@ def grading_calls(run: RunStore) -> list[list[Call]]:
 
 
 def in_order(calls: Sequence[Call], order: GradeOrder) -> list[Call]:
-    """A document's calls as production asks them: as listed, or grouped by candidate (first met first, queries in
-    order) when the document comes first (``ProductionPipeline._annotate``)."""
-    if order == "query-first":
-        return list(calls)
-    first: dict[str, int] = {}
-    for _, candidate in calls:
-        first.setdefault(candidate, len(first))
-    return sorted(calls, key=lambda call: first[call[1]])
+    """A document's calls as production asks them: as listed, or grouped by candidate when the document comes first
+    (:func:`~syntra_dspy.production.pipeline.grouped_by_candidate`)."""
+    return list(calls) if order == "query-first" else grouped_by_candidate(calls, lambda call: call[1])
 
 
 class PromptTokens:
@@ -132,7 +129,10 @@ class PrefixCache:
         self.name = "prefix cache, " + ("unbounded" if capacity is None else f"{capacity:,} tokens")
 
     def serve(self, tokens: list[int]) -> int:
-        keys = [hash(tuple(tokens[:end])) for end in range(BLOCK, len(tokens) + 1, BLOCK)]
+        keys, key = [], 0
+        for end in range(BLOCK, len(tokens) + 1, BLOCK):  # a block's key chains its parent's, as vLLM's does
+            key = hash((key, tuple(tokens[end - BLOCK:end])))
+            keys.append(key)
         served = 0
         for key in keys:
             if key not in self.blocks:
@@ -173,21 +173,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     corpus = read_corpus(args.corpus, "beir")
     with tempfile.TemporaryDirectory() as tmp, open_store(args.store, Path(tmp)) as run:
         docs = grading_calls(run)
-    cached: dict[tuple[Call, GradeOrder], list[int]] = {}
-    build = PromptTokens(artifact.program, lambda doc_id: corpus[doc_id].content, ensure_gguf(args.model))
-
-    def tokens(call: Call, order: GradeOrder) -> list[int]:
-        if (call, order) not in cached:
-            cached[(call, order)] = build(call, order)
-        return cached[(call, order)]
-
-    caches: list[Callable[[], LastPrompt | PrefixCache]] = [LastPrompt]
-    caches += [lambda capacity=capacity: PrefixCache(capacity) for capacity in CAPACITIES]
+    # each prompt is built and tokenized once, and replayed through every cache
+    tokens = cache(PromptTokens(artifact.program, lambda doc_id: corpus[doc_id].content, ensure_gguf(args.model)))
+    caches: list[Callable[[], LastPrompt | PrefixCache]] = [LastPrompt, *(partial(PrefixCache, c) for c in CAPACITIES)]
     results = []
     for make in caches:
         for order in GRADE_ORDERS:
-            cache = make()
-            results.append({"cache": cache.name, "order": order, **replay(docs, order, cache, tokens)})
+            fresh = make()
+            results.append({"cache": fresh.name, "order": order, **replay(docs, order, fresh, tokens)})
     calls = [call for doc in docs for call in doc]
     return {"artifact": f"{artifact.task}/{artifact.version}", "store": _shown(args.store), "model": args.model or
             "embedded default", "documents": len(docs), "queries": len({(d, q) for d, doc in enumerate(docs)

@@ -16,10 +16,10 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import dspy
 
@@ -80,6 +80,19 @@ class LockedSearcher:
     def search(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         with self._lock:
             return self._searcher.search(queries, k)
+
+
+Job = TypeVar("Job")
+
+
+def grouped_by_candidate(jobs: Sequence[Job], candidate: Callable[[Job], str]) -> list[Job]:
+    """``jobs`` grouped by their ``candidate`` document, the group met first first and each group's jobs in their
+    order: how a judge that reads the document first is asked, so each call after a group's first reuses the
+    evaluated document (``benchmarks/prefix_replay.py`` replays production in this order)."""
+    first: dict[str, int] = {}
+    for job in jobs:
+        first.setdefault(candidate(job), len(first))
+    return sorted(jobs, key=lambda job: first[candidate(job)])
 
 
 def classify(exc: BaseException) -> FailureKind:
@@ -320,11 +333,8 @@ class DocumentPipeline:
             judged[q.query_id] = [skipped.get(i) for i in range(len(q.candidates))]
             todo.extend((q, start, stop) for start, stop in self.judge.chunks(len(q.candidates))
                         if not all(i in skipped for i in range(start, stop)))
-        if self.judge.groups_by_document:  # one candidate a call: group by it, first met first, queries in order
-            first: dict[str, int] = {}
-            for q, start, _ in todo:
-                first.setdefault(q.candidates[start].doc_id, len(first))
-            todo.sort(key=lambda job: first[job[0].candidates[job[1]].doc_id])
+        if self.judge.groups_by_document:  # one candidate a call: group by it
+            todo = grouped_by_candidate(todo, lambda job: job[0].candidates[job[1]].doc_id)
         jobs: list[tuple[QueryResult, int, int, Future]] = [
             (q, start, stop, submit_in_context(self.chunk_pool, self._label, q.text, asked[q.query_id][start:stop]))
             for q, start, stop in todo]
