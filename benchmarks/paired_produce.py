@@ -294,10 +294,7 @@ def side_row(label: str, settings: dict[str, Any], store: Path, *, wall: float |
         "calls": sum(u["calls"] for u in usage.values()),
         "calls_per_record": per(sum(u["calls"] for u in usage.values())),
         "prompt_tokens_per_record": per(sum(u["prompt_tokens"] for u in usage.values())),
-        # what the LM evaluated of its prompts: the rest was reused from a cached prefix (the engine's saved states,
-        # a server's prefix cache)
-        "evaluated_prompt_tokens_per_record": per(sum(u["prompt_tokens"] - u.get("cached_prompt_tokens", 0)
-                                                      for u in usage.values())),
+        "evaluated_prompt_tokens_per_record": per(sum(evaluated_tokens(u) for u in usage.values())),
         "generated_tokens_per_record": per(sum(u["completion_tokens"] for u in usage.values())),
         "by_step": {stage: {k: u.get(k, 0) for k in ("calls", "prompt_tokens", "cached_prompt_tokens",
                                                      "completion_tokens", "seconds")}
@@ -460,11 +457,15 @@ def _paired_lines(base: dict[str, Any], row: dict[str, Any]) -> list[str]:
     return lines
 
 
+def evaluated_tokens(step: dict[str, Any]) -> int:
+    """A step's prompt tokens the LM evaluated: the rest was reused from a cached prefix (the engine's saved states, a
+    server's prefix cache); all of them for usage recorded before cached tokens were kept."""
+    return step.get("prompt_tokens", 0) - step.get("cached_prompt_tokens", 0)
+
+
 def _evaluated(step: dict[str, Any]) -> str:
-    """A step's prompt tokens the LM evaluated, or a dash for a report written before cached tokens were kept."""
-    if "cached_prompt_tokens" not in step:
-        return "—"
-    return f"{step.get('prompt_tokens', 0) - step['cached_prompt_tokens']:,}"
+    """:func:`evaluated_tokens` for the report, a dash for usage recorded before cached tokens were kept."""
+    return f"{evaluated_tokens(step):,}" if "cached_prompt_tokens" in step else "—"
 
 
 def main() -> int:

@@ -75,10 +75,9 @@ def grading_identity(program: SynthesisProgram) -> dict[str, Any]:
     order (query or document first, as the calibration says). Checked
     wherever grades made for one are read as another's: a run's stored grades relabelled or teaching a cascade
     margin, grades shared between judges in ``syntra agreement`` and between comparison rows."""
-    judge = program.state.judge
     return {"prompt_sha256": render_prompts(program)["grade"]["system_prompt_sha256"],
             "max_doc_chars": program.max_doc_chars,
-            "grade_order": judge.grade_order if judge is not None else "query-first"}
+            "grade_order": program.grade_order}
 
 
 def compute_program_id(program_json: bytes, manifest: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ from syntra_dspy.judging.agreement import label_agreement
 from syntra_dspy.judging.calibration import roc_auc
 from syntra_dspy.judging.grading import Grade
 from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge, judge_mode
+from syntra_dspy.judging.settings import DEFAULT_GRADE_ORDER
 from syntra_dspy.optimizers import trials as tr
 from syntra_dspy.optimizers.settings import CompileSettings
 from syntra_dspy.optimizers.text import clean_text, verifier_score
@@ -140,7 +141,7 @@ def grading_key(program: Any) -> str | None:
     if judge_mode(program) != "graded":
         return None
     identity = grading_identity(program)
-    order = "" if identity["grade_order"] == "query-first" else f":{identity['grade_order']}"  # keys as before
+    order = "" if identity["grade_order"] == DEFAULT_GRADE_ORDER else f":{identity['grade_order']}"  # keys as before
     return f"{identity['prompt_sha256']}:{identity['max_doc_chars']}{order}"
 
 

@@ -36,7 +36,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from syntra_dspy.judging.agreement import agreement, cohen_kappa, to_binary
-from syntra_dspy.judging.settings import GradeOrder
+from syntra_dspy.judging.settings import DEFAULT_GRADE_ORDER, GradeOrder
 
 Klass = Literal["positive", "hard_negative", "easy_negative"]
 Feature = Literal["expected", "fused", "relative", "hybrid", "weighted"]
@@ -160,7 +160,7 @@ class JudgeCalibration(BaseModel):
     # Which the grading prompt showed first when the grades it was fitted on were made (GradeOrder). The same model
     # reading the same words in the other order gives E of another spread (on SciFact's 1.5B judge, mean 1.14 ->
     # 1.53), so these cut points hold for grades of this order only, and the judge grades in it.
-    grade_order: GradeOrder = "query-first"
+    grade_order: GradeOrder = DEFAULT_GRADE_ORDER
 
     @model_serializer(mode="wrap")
     def _without_empty_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -171,7 +171,7 @@ class JudgeCalibration(BaseModel):
         for name in ("weights", "samples"):
             if not getattr(self, name):
                 data.pop(name, None)
-        if self.grade_order == "query-first":
+        if self.grade_order == DEFAULT_GRADE_ORDER:
             data.pop("grade_order", None)
         return data
 
@@ -427,7 +427,7 @@ def _cv_kappa(samples: Sequence[CalibrationSample], feature: Feature, contexts: 
 
 
 def fit_calibration(samples: Sequence[CalibrationSample], *, feature: Feature | Literal["auto"] = "auto",
-                    grade_order: GradeOrder = "query-first") -> JudgeCalibration:
+                    grade_order: GradeOrder = DEFAULT_GRADE_ORDER) -> JudgeCalibration:
     """Fit the score and its two cut points on a calibration set (graded in ``grade_order``); the summary records
     how well they agree there.
 

@@ -22,7 +22,7 @@ from syntra_dspy.judging.calibration import CalibrationSample
 from syntra_dspy.judging.candidates import JudgedCandidate, build_candidates
 from syntra_dspy.judging.grading import Grade
 from syntra_dspy.judging.judge import Candidate, RelevanceJudge
-from syntra_dspy.judging.settings import GradeOrder
+from syntra_dspy.judging.settings import DEFAULT_GRADE_ORDER, GradeOrder
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def judged_query_candidates(pairs: Sequence[Any], source: Any, *, k: int, contro
 
 
 def grade_set(program: Any, candidates: Sequence[JudgedCandidate], corpus: Any, *,
-              order: GradeOrder = "query-first") -> list[Grade | None]:
+              order: GradeOrder = DEFAULT_GRADE_ORDER) -> list[Grade | None]:
     """Every candidate graded with ``program``'s instruction (query by query, so prompt prefixes are reused), the
     query or the document shown first (``order``)."""
     return grade_asked(program.with_components(judge=None), asked(candidates, corpus), order=order)  # grades only
@@ -122,7 +122,7 @@ def asked(candidates: Sequence[JudgedCandidate], corpus: Any) -> tuple[tuple[str
 
 
 def grade_asked(program: Any, items: Sequence[tuple[str, Candidate]], *,
-                order: GradeOrder = "query-first") -> list[Grade | None]:
+                order: GradeOrder = DEFAULT_GRADE_ORDER) -> list[Grade | None]:
     """The grade ``program``'s grading step, as it stands, gives each ``(query, candidate)`` (None: unusable).
 
     ``program`` must hold no calibration (its grades are what is wanted); it is used as it is, not recomposed from

@@ -26,8 +26,8 @@ from syntra_dspy.errors import LMOutputError
 from syntra_dspy.judging.calibration import (CLASS_LABEL, UNCALIBRATED, JudgeCalibration, ListContext,
                                             classify_score, list_contexts)
 from syntra_dspy.judging.grading import Grade, LogprobFallback
-from syntra_dspy.judging.settings import (GRADE_ORDERS, JUDGE_MODES, GradeOrder, JudgeMode,  # noqa: F401
-                                         parse_judge_modes)
+from syntra_dspy.judging.settings import (DEFAULT_GRADE_ORDER, GRADE_ORDERS, JUDGE_MODES,  # noqa: F401
+                                         GradeOrder, JudgeMode, parse_judge_modes)
 from syntra_dspy.signatures.types import label_class
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class RelevanceJudge:
             info["calibration"] = self.calibration.description()
             if self.cascade is not None:
                 info["cascade"] = self.cascade.describe()
-            if self.grade_order != "query-first":
+            if self.grade_order != DEFAULT_GRADE_ORDER:
                 info["grade_order"] = self.grade_order
         else:
             info["chunk_size"] = self.chunk_size

@@ -24,6 +24,9 @@ CASCADE_MODES: tuple[CascadeMode, ...] = ("off", "lossless", "margin")
 #: records (``JudgeCalibration.grade_order``; ``syntra artifacts recalibrate --grade-order`` fits one for the other).
 GradeOrder = Literal["query-first", "document-first"]
 GRADE_ORDERS: tuple[GradeOrder, ...] = ("query-first", "document-first")
+#: The order a compile grades in, and so the order of every calibration, artifact and run store that records none
+#: (all made before the order could be chosen).
+DEFAULT_GRADE_ORDER: GradeOrder = "query-first"
 
 
 def parse_judge_modes(text: str | None) -> tuple[JudgeMode, ...]:

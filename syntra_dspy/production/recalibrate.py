@@ -27,7 +27,7 @@ from syntra_dspy.errors import ArtifactError, ConfigError
 from syntra_dspy.judging import calibration_set as js
 from syntra_dspy.judging.calibration import CalibrationSample, JudgeCalibration, fit_calibration
 from syntra_dspy.judging.candidates import lexical_witness, with_lexical
-from syntra_dspy.judging.settings import GradeOrder
+from syntra_dspy.judging.settings import DEFAULT_GRADE_ORDER, GradeOrder
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)
     program = original.program
     saved = program.state.judge.samples if program.state.judge is not None else ()
-    kept_order = program.state.judge.grade_order if program.state.judge is not None else "query-first"
+    kept_order = program.grade_order
     order: GradeOrder = grade_order or kept_order
     same_set = labels == settings.get("calibration_labels") and queries == int(settings.get("calibration_queries") or 0)
     # The artifact's own generator is only built when something must be graded (a served one needs --generator).
@@ -121,7 +121,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
 
 def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence[CalibrationSample], lm: Any,
                 api_key_env: str | None, meter: Any, index_dir: str | Path | None, *,
-                order: GradeOrder = "query-first") -> tuple[list[CalibrationSample], int, int]:
+                order: GradeOrder = DEFAULT_GRADE_ORDER) -> tuple[list[CalibrationSample], int, int]:
     """The calibration set built as the compile built it (with ``labels``/``queries``), each candidate's E taken
     from ``saved`` where it holds the same query and document, graded otherwise (``order``: which the grading prompt
     shows first); returns the samples, how many were graded now and how many reused."""

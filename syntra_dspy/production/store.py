@@ -191,6 +191,7 @@ class RunStore:
         (:func:`~syntra_dspy.artifacts.grading_identity`); a store from before the clip was recorded is checked on the
         prompt and order only (a store that names no order graded query first)."""
         from syntra_dspy.artifacts import grading_identity
+        from syntra_dspy.judging.settings import DEFAULT_GRADE_ORDER
 
         meta = self.meta()
         theirs = ((meta.get("artifact") or {}).get("prompts_sha256") or {}).get("grade")
@@ -199,7 +200,7 @@ class RunStore:
         if theirs != mine["prompt_sha256"]:
             raise ConfigError(f"{use}: this run store was graded with another prompt than the artifact's", path=path,
                               field=field, hint=hint)
-        order = (meta.get("judge") or {}).get("grade_order", "query-first")
+        order = (meta.get("judge") or {}).get("grade_order", DEFAULT_GRADE_ORDER)
         if order != mine["grade_order"]:
             raise ConfigError(f"{use}: this run store's judge graded {order}, the artifact's grades "
                               f"{mine['grade_order']}, so its grades are not this judge's", path=path, field=field,

@@ -18,7 +18,7 @@ from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
 from syntra_dspy.judging.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.judging.judge import Candidate, RelevanceJudge
-from syntra_dspy.judging.settings import GradeOrder
+from syntra_dspy.judging.settings import DEFAULT_GRADE_ORDER, GradeOrder
 from syntra_dspy.programs.narrowing import (
     blueprint_list_schema,
     identifier_list_schema,
@@ -164,6 +164,13 @@ class SynthesisProgram(dspy.Module):
     @property
     def state(self) -> ComponentState:
         return self.components.state
+
+    @property
+    def grade_order(self) -> GradeOrder:
+        """Which of query and document the grading prompt shows first: the calibration's order (its cut points hold
+        for grades made in it), the compile's order where there is no calibration yet."""
+        judge = self.state.judge
+        return judge.grade_order if judge is not None else DEFAULT_GRADE_ORDER
 
     def with_components(self, **changes: Any) -> "SynthesisProgram":
         """A copy with some components replaced and every instruction recomposed (the only way to adapt)."""
@@ -566,7 +573,7 @@ class SynthesisProgram(dspy.Module):
         return [None if j is None else j.label for j in judged]
 
     def grade_candidate(self, query: str, document: str, *, logprobs: bool = True,
-                        order: GradeOrder = "query-first") -> Grade:
+                        order: GradeOrder = DEFAULT_GRADE_ORDER) -> Grade:
         """One candidate judged with a one-digit answer; ``logprobs`` asks for the label tokens' probabilities;
         ``order``: which of the two the prompt shows first (:data:`~syntra_dspy.judging.settings.GradeOrder`).
 
