@@ -62,11 +62,14 @@ Call = tuple[str, str]  # (query text, candidate document id)
 
 def grading_calls(run: RunStore) -> list[list[Call]]:
     """Each document's grading calls in query-first order (its queries by position, each query's candidates by
-    rank), documents in the order production took them."""
+    rank), documents in the order production took them. A candidate the judge's cascade skipped (``judge_skips``)
+    was never asked about, so it is no call."""
+    skipped = ("LEFT JOIN judge_skips s ON s.query_id = c.query_id AND s.rank = c.rank WHERE s.query_id IS NULL "
+               if run.has_table("judge_skips") else "")
     docs: dict[str, list[Call]] = {}
     for doc_id, query, candidate in run.rows(
             "SELECT d.doc_id, q.text, c.doc_id FROM documents d JOIN queries q ON q.doc_id = d.doc_id "
-            "JOIN candidates c ON c.query_id = q.query_id ORDER BY d.position, q.position, c.rank"):
+            f"JOIN candidates c ON c.query_id = q.query_id {skipped}ORDER BY d.position, q.position, c.rank"):
         docs.setdefault(doc_id, []).append((query, candidate))
     return list(docs.values())
 

@@ -65,3 +65,23 @@ def test_the_replay_counts_calls_about_a_candidate_met_before():
     assert out["all"] == {"calls": 4, "prompt_tokens": 160, "served": 32, "computed": 128}
     assert out["candidate met before"] == {"calls": 1, "prompt_tokens": 40, "served": 32, "computed": 8}
     assert out["first half"]["calls"] == 2 and out["second half"]["calls"] == 2
+
+
+def test_candidates_the_cascade_skipped_are_no_grading_calls(tmp_path):
+    import sqlite3
+
+    from benchmarks.prefix_replay import grading_calls
+    from syntra_dspy.production.store import RunStore
+
+    path = tmp_path / "run.db"
+    RunStore.open(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO documents (doc_id, position, status) VALUES ('src', 0, 'done')")
+        db.execute("INSERT INTO queries (query_id, doc_id, position, text, blueprint, complete) "
+                   "VALUES ('q1', 'src', 0, 'claim', '{}', 1)")
+        db.executemany("INSERT INTO candidates (query_id, rank, doc_id, score) VALUES ('q1', ?, ?, 0.5)",
+                       [(0, "d0"), (1, "d1"), (2, "d2")])
+        db.execute("INSERT INTO judge_skips (query_id, rank, rule, class, low, high) "
+                   "VALUES ('q1', 1, 'margin', 'negative', 0.0, 3.0)")
+    with RunStore.open(path, readonly=True) as run:
+        assert grading_calls(run) == [[("claim", "d0"), ("claim", "d2")]]
