@@ -60,12 +60,17 @@ def write_readme(out: Path, lines: list[str]) -> Path:
 
 def open_store(path: Path, tmp: Path) -> RunStore:
     """A run store opened read-only; a ``.db.gz`` (how the repository keeps them) is read from a copy under ``tmp``."""
-    if path.suffix == ".gz":
-        plain = tmp / path.stem
-        with gzip.open(path, "rb") as src, plain.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        path = plain
-    return RunStore.open(path, readonly=True)
+    return RunStore.open(plain_store(path, tmp), readonly=True)
+
+
+def plain_store(path: Path, tmp: Path) -> Path:
+    """The run store at ``path`` as a SQLite file: itself, or for a ``.db.gz`` its copy unpacked under ``tmp``."""
+    if path.suffix != ".gz":
+        return path
+    plain = tmp / path.stem
+    with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return plain
 
 
 def offline_environment() -> None:

@@ -8,6 +8,11 @@ a run stopped early compares on what it finished. Each log's grades are those it
 judge that read the document first), cut with the artifact's calibration as ``syntra agreement`` cut them.
 ``--new-artifact`` reads and cuts the other log with another version's calibration instead (e.g. one refitted on
 another grader's grades by ``syntra artifacts recalibrate --generator``, whose log ``syntra agreement`` keyed by it).
+``--new-cascade-grades STORE`` labels the other log as ``syntra produce --judge-cascade margin --cascade-grades
+STORE`` would have (a candidate the margin skips gets the cascade's label, not its logged grade's), so a log made
+on one engine build and cut with the cascade is compared with another build's full judge: what production's
+fastest settings cost in agreement, with no LM call. Several ``--candidates`` files (with the logs of each in
+``--ref`` and ``--new``) compare samples of different claims pooled, the interval resampling all their claims.
 
     python -m benchmarks.compare_judgments artifacts/scifact/22e653baa2bb \\
         --candidates benchmarks/results/judge_agreement_hybrid_fresh/candidates.json \\
@@ -20,23 +25,45 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+try:  # python -m benchmarks.compare_judgments
+    from benchmarks.common import plain_store
+except ModuleNotFoundError:  # python benchmarks/compare_judgments.py: this folder is first on the path
+    from common import plain_store  # type: ignore
 
-def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_judge: str = "graded",
-            new_judge: str = "graded", new_artifact: Path | None = None) -> dict[str, Any]:
+
+Paths = Path | Sequence[Path]
+
+
+def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, ref_judge: str = "graded",
+            new_judge: str = "graded", new_artifact: Path | None = None, new_cascade_grades: Path | None = None,
+            new_cascade_coverage: float | None = None) -> dict[str, Any]:
     from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.candidates import JudgedCandidate
     from syntra_dspy.judging.judge import RelevanceJudge
     from syntra_dspy.judging.measure import (JudgmentLog, log_key, paired_kappa_difference, recalibrated_rows,
                                              score_judge)
+    from syntra_dspy.production.cascade import production_cascade
+    from syntra_dspy.production.config import ProduceConfig
 
-    cands = [JudgedCandidate(**c) for c in json.loads(candidates_json.read_text(encoding="utf-8"))]
+    def listed(paths: Paths) -> list[Path]:
+        return [paths] if isinstance(paths, Path) else list(paths)
+
+    def log_rows(paths: Paths) -> dict[str, dict]:  # several samples' logs read as one (their keys hold the claim)
+        return {k: row for path in listed(paths) for k, row in JudgmentLog(path).done.items()}
+
+    cands = [JudgedCandidate(**c) for path in listed(candidates_json)
+             for c in json.loads(path.read_text(encoding="utf-8"))]
+    if len({(c.query_id, c.doc_id) for c in cands}) < len(cands):
+        raise SystemExit("the candidates files list a claim's candidate twice: give each sample of claims once")
     art = load_artifact(artifact)
     other = art if new_artifact is None else load_artifact(new_artifact)
-    sides = {name: (log, key, JudgmentLog(log).done, a) for name, log, key, a in (("ref", ref, ref_judge, art),
-                                                                                 ("new", new, new_judge, other))}
+    sides = {name: (log, key, log_rows(log), a) for name, log, key, a in (("ref", ref, ref_judge, art),
+                                                                         ("new", new, new_judge, other))}
 
     def judged(c: JudgedCandidate) -> bool:
         return all((done.get(log_key(a.version, key, c)) or {}).get("judgment") for _, key, done, a in sides.values())
@@ -51,10 +78,19 @@ def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_
     rows = {}
     for name, (log, key, done, a) in sides.items():
         logged = [done[log_key(a.version, key, c)] for c in cands]  # every claim kept is judged whole in both
-        judge = RelevanceJudge(a.program, mode="graded")
+        cascade = None
+        if name == "new" and new_cascade_grades is not None:
+            coverage = new_cascade_coverage or ProduceConfig.model_fields["cascade_coverage"].default  # production's
+            with tempfile.TemporaryDirectory() as tmp:
+                cascade = production_cascade(a.program, "margin", coverage=coverage,
+                                             grades=plain_store(new_cascade_grades, Path(tmp)))
+        judge = RelevanceJudge(a.program, mode="graded", cascade=cascade)
         rows[name] = recalibrated_rows(judge, cands, logged)  # no LM call: the logged grades, cut and settled
         score = score_judge(cands, rows[name])
-        out[name] = {"log": str(log), "artifact": a.version, "judge": key,
+        out[name] = {"log": ", ".join(map(str, listed(log))), "artifact": a.version, "judge": key,
+                     **({"cascade": cascade.describe(),
+                         "skipped": sum("skipped" in (r or {}).get("judgment", {}) for r in rows[name])}
+                        if cascade is not None else {}),
                      "binary_kappa": round(score["binary"]["kappa"], 3),
                      "positive_precision": round(score["binary"]["per_class"]["relevant"]["precision"], 3),
                      "positive_recall": round(score["binary"]["per_class"]["relevant"]["recall"], 3)}
@@ -76,17 +112,25 @@ def compare(artifact: Path, candidates_json: Path, ref: Path, new: Path, *, ref_
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("artifact", type=Path)
-    p.add_argument("--candidates", type=Path, required=True, help="the agreement run's candidates.json")
-    p.add_argument("--ref", type=Path, required=True, help="judgments.jsonl of the reference judge")
-    p.add_argument("--new", type=Path, required=True, help="judgments.jsonl of the judge compared with it")
+    p.add_argument("--candidates", type=Path, nargs="+", required=True, help=(
+        "the agreement run's candidates.json (several: samples of other claims, compared pooled)"))
+    p.add_argument("--ref", type=Path, nargs="+", required=True, help="judgments.jsonl of the reference judge")
+    p.add_argument("--new", type=Path, nargs="+", required=True, help="judgments.jsonl of the judge compared with it")
     p.add_argument("--ref-judge", default="graded", help="the judge part of the reference log's keys")
     p.add_argument("--new-judge", default="graded", help="the judge part of the other log's keys")
     p.add_argument("--new-artifact", type=Path, default=None,
                    help="the artifact whose version keys the other log and whose calibration cuts it (default: the "
                         "first)")
+    p.add_argument("--new-cascade-grades", type=Path, default=None, metavar="STORE",
+                   help="label the other log as production's margin cascade learned from this run store (.db or "
+                        ".db.gz) would")
+    p.add_argument("--new-cascade-coverage", type=float, default=None, metavar="SHARE",
+                   help="the margin's coverage (default: production's --cascade-coverage default)")
     args = p.parse_args(argv)
     print(json.dumps(compare(args.artifact, args.candidates, args.ref, args.new, ref_judge=args.ref_judge,
-                             new_judge=args.new_judge, new_artifact=args.new_artifact), indent=1, default=str))
+                             new_judge=args.new_judge, new_artifact=args.new_artifact,
+                             new_cascade_grades=args.new_cascade_grades,
+                             new_cascade_coverage=args.new_cascade_coverage), indent=1, default=str))
     return 0
 
 

@@ -42,3 +42,33 @@ def test_a_log_read_under_keys_it_does_not_hold_is_refused():
 
     with pytest.raises(SystemExit, match="--new-artifact"):
         compare(ARTIFACT, FRESH / "candidates.json", FRESH / "avx512-build/judgments.jsonl", SMALL / "judgments.jsonl")
+
+
+def test_a_margin_cascade_labels_a_log_as_production_would_and_gives_the_replayed_figures():
+    from benchmarks.compare_judgments import compare
+
+    store = REPO / "benchmarks/runs/scifact-hybrid-v2.db.gz"
+    out = compare(ARTIFACT, FRESH / "candidates.json", FRESH / "judgments.jsonl", FRESH / "judgments.jsonl",
+                  new_cascade_grades=store)
+    # benchmarks/results/cost_replay: margin 0.95 learned on the run store, held-out seed 1 (these claims)
+    assert out["new"]["cascade"]["coverage"] == 0.95 and out["new"]["cascade"]["lists"] == 324
+    assert out["new"]["skipped"] == 89 and out["labels_differ"] == 6
+    assert (out["ref"]["binary_kappa"], out["new"]["binary_kappa"]) == (0.519, 0.526)
+    wider = compare(ARTIFACT, FRESH / "candidates.json", FRESH / "judgments.jsonl", FRESH / "judgments.jsonl",
+                    new_cascade_grades=store, new_cascade_coverage=0.8)
+    assert wider["new"]["skipped"] > out["new"]["skipped"]
+
+
+def test_samples_of_other_claims_compare_pooled():
+    from benchmarks.compare_judgments import compare
+
+    seed2 = REPO / "benchmarks/results/judge_agreement_weighted/seed2"
+    samples = [FRESH / "candidates.json", seed2 / "candidates.json"]
+    logs = [FRESH / "judgments.jsonl", seed2 / "judgments.jsonl"]
+    out = compare(ARTIFACT, samples, logs, logs, new_cascade_grades=REPO / "benchmarks/runs/scifact-hybrid-v2.db.gz")
+    # benchmarks/results/cost_replay: the same rule on both held-out samples together
+    assert (out["claims"], out["candidates"]) == (100, 936)
+    assert out["new"]["skipped"] == 173 and out["labels_differ"] == 19
+    assert out["paired_kappa_difference"]["difference"] == pytest.approx(0.507 - 0.519, abs=1e-3)
+    with pytest.raises(SystemExit, match="twice"):
+        compare(ARTIFACT, [FRESH / "candidates.json"] * 2, logs, logs)

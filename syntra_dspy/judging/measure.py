@@ -103,10 +103,7 @@ def settle_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate], ro
     if judge.mode != "graded" or not judge.calibration.needs_list:
         return list(rows)
     out = list(rows)
-    groups: dict[str, list[int]] = {}
-    for i, c in enumerate(candidates):
-        groups.setdefault(c.query_id, []).append(i)
-    for members in groups.values():
+    for members in _by_query(candidates).values():
         asked = [_as_candidate(candidates[i], "") for i in members]
         judged = [_judgment_of(rows[i]) for i in members]
         for i, judgment in zip(members, judge.settle(asked, judged)):
@@ -119,13 +116,31 @@ def settle_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate], ro
 def recalibrated_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidate],
                       rows: Sequence[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
     """Logged graded rows labelled by ``judge``'s calibration instead of the one that logged them: the same grades,
-    cut again (and settled against each query's list for a list-relative calibration). Rows without a grade stay."""
-    out: list[dict[str, Any] | None] = []
-    for c, row in zip(candidates, rows):
-        logged = _judgment_of(row)
-        out.append(row if logged is None or logged.grade is None else
-                   {**row, "judgment": judge.calibrate(logged.grade, _as_candidate(c, "")).to_dict()})  # type: ignore[dict-item]
-    return settle_rows(judge, candidates, out, corpus=None)
+    cut again (and settled against each query's list for a list-relative calibration). Rows without a grade stay.
+
+    With a cascade, a candidate it would not have asked about carries the cascade's judgment instead of its logged
+    grade, as production would have labelled it: what a cascade costs in agreement, from one log."""
+    out = list(rows)
+    for members in _by_query(candidates).values():
+        asked = [_as_candidate(candidates[i], "") for i in members]
+        skipped = judge.skips(asked)
+        judged: list[Judgment | None] = []
+        for k, i in enumerate(members):
+            logged = _judgment_of(rows[i])
+            judged.append(skipped.get(k) or (None if logged is None or logged.grade is None
+                                             else judge.calibrate(logged.grade, asked[k])))
+        for i, judgment in zip(members, judge.settle(asked, judged)):
+            row = rows[i]
+            if row is not None and judgment is not None:
+                out[i] = {**row, "judgment": judgment.to_dict()}
+    return out
+
+
+def _by_query(candidates: Sequence[JudgedCandidate]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        groups.setdefault(c.query_id, []).append(i)
+    return groups
 
 
 def _judgment_of(row: dict[str, Any] | None) -> Judgment | None:
