@@ -33,7 +33,7 @@ from syntra_dspy.judging.agreement import cohen_kappa, paired_kappa_bootstrap, t
 from syntra_dspy.judging.calibration import CalibrationSample, JudgeCalibration, fit_calibration
 from syntra_dspy.judging.cascade import GradedCandidate, JudgeCascade, sample_lists
 from syntra_dspy.judging.grading import Grade
-from syntra_dspy.judging.judge import Candidate, Judgment, RelevanceJudge
+from syntra_dspy.judging.judge import Candidate, RelevanceJudge
 from syntra_dspy.production.store import RunStore
 from syntra_dspy.programs.validation import QueryForm, query_problem
 from syntra_dspy.signatures.types import label_class
@@ -67,10 +67,8 @@ class Stub:
 
 def labels_of(judge: RelevanceJudge, listed: Listed) -> tuple[list[int], int]:
     """The judge's labels of one query's stored grades, with its cascade if it has one, and how many it skipped."""
-    skipped = judge.skips(listed.candidates, keep=listed.keep)
-    judged: list[Judgment | None] = [skipped.get(i) or judge.calibrate(g, c)
-                                     for i, (c, g) in enumerate(zip(listed.candidates, listed.grades))]
-    return [j.label for j in judge.settle(listed.candidates, judged)], len(skipped)  # type: ignore[union-attr]
+    judged = judge.label_grades(listed.candidates, listed.grades, keep=listed.keep)
+    return [j.label for j in judged], sum(j.skipped is not None for j in judged)  # type: ignore[union-attr]
 
 
 # -- reading what was stored -------------------------------------------------------------------------------------

@@ -165,6 +165,17 @@ class RelevanceJudge:
                              "for the query")
         return self._calibrated(grade, candidate, ListContext((), ()) if self.calibration.needs_list else None)
 
+    def label_grades(self, candidates: Sequence[Candidate], grades: Sequence[Grade | None],
+                     keep: Collection[int] = ()) -> list[Judgment | None]:
+        """One query's candidates labelled from grades made earlier (no LM call) as :meth:`judge_all` would have
+        labelled them: the cascade's judgment where it would not have asked, each grade cut, then all settled
+        against the list; a candidate without a grade stays ``None``. A replay of what another judge or cascade
+        would have made of logged grades."""
+        skipped = self.skips(candidates, keep)
+        judged = [skipped.get(i) or (None if grade is None else self.calibrate(grade, candidate))
+                  for i, (candidate, grade) in enumerate(zip(candidates, grades))]
+        return self.settle(candidates, judged)
+
     def _calibrated(self, grade: Grade, candidate: Candidate, context: ListContext | None) -> Judgment:
         expected = grade.expected
         assert expected is not None  # grade_candidate never returns a grade without probabilities or a digit

@@ -123,13 +123,8 @@ def recalibrated_rows(judge: RelevanceJudge, candidates: Sequence[JudgedCandidat
     out = list(rows)
     for members in _by_query(candidates).values():
         asked = [_as_candidate(candidates[i], "") for i in members]
-        skipped = judge.skips(asked)
-        judged: list[Judgment | None] = []
-        for k, i in enumerate(members):
-            logged = _judgment_of(rows[i])
-            judged.append(skipped.get(k) or (None if logged is None or logged.grade is None
-                                             else judge.calibrate(logged.grade, asked[k])))
-        for i, judgment in zip(members, judge.settle(asked, judged)):
+        grades = [None if (logged := _judgment_of(rows[i])) is None else logged.grade for i in members]
+        for i, judgment in zip(members, judge.label_grades(asked, grades)):
             row = rows[i]
             if row is not None and judgment is not None:
                 out[i] = {**row, "judgment": judgment.to_dict()}
