@@ -40,17 +40,16 @@ class Relabeller:
             "SELECT c.rank, c.score, g.p0, g.p1, g.p2, g.p3, g.written, g.mass, g.lexical FROM candidates c "
             "LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank WHERE c.query_id = ? ORDER BY c.rank",
             (row["query_id"],))
-        ranks, candidates, judgments = [], [], []
+        ranks, candidates, grades = [], [], []
         for rank, cosine, p0, p1, p2, p3, written, mass, lexical in found:
             probs = None if p0 is None else (p0, p1, p2, p3)
             grade = Grade(probs, written, mass) if probs is not None or written is not None else None
-            candidate = Candidate("", cosine, lexical=lexical)
             ranks.append(rank)
-            candidates.append(candidate)
+            candidates.append(Candidate("", cosine, lexical=lexical))
             usable = (grade is not None and grade.expected is not None and stored[rank][1] is not None
                       and (lexical is not None or not self.judge.needs_lexical))
-            judgments.append(self.judge.calibrate(grade, candidate) if usable else None)
-        settled: list[Judgment | None] = self.judge.settle(candidates, judgments)
+            grades.append(grade if usable else None)
+        settled: list[Judgment | None] = self.judge.label_grades(candidates, grades)
         labels, scores = {}, {}
         for rank, judgment in zip(ranks, settled):
             old = stored[rank][1]
