@@ -88,7 +88,9 @@ if command -v objdump >/dev/null 2>&1; then
   trap 'rm -rf "$tmp"' EXIT
   "$py" -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n, sys.argv[2]) for n in z.namelist() if "libggml-cpu" in n]' "$wheel" "$tmp"
   for lib in $(find "$tmp" -name 'libggml-cpu*.so*'); do
-    if objdump -d "$lib" | grep -q ldtilecfg; then
+    # grep -c reads all of objdump's output: with `grep -q`, objdump dies of SIGPIPE after an early match and, under
+    # pipefail, the pipeline reads as "no match" (an AMX build passed this check so)
+    if [ "$(objdump -d "$lib" | grep -c ldtilecfg || true)" != 0 ]; then
       echo "error: $wheel contains AMX instructions (ldtilecfg in $(basename "$lib")): it would crash on" >&2
       echo "       machines whose VM does not grant AMX. Delete $cache and check SYNTRA_LLAMA_CMAKE_ARGS." >&2
       exit 1
