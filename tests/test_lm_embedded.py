@@ -226,6 +226,49 @@ def test_copy_and_question_marks_become_one_guard_holding_both(fake_llama):
     assert guard.refuses(b" gamma") and guard.refuses(b"?") and not guard.refuses(b" and more")
 
 
+@pytest.fixture
+def fresh_dspy_cache(monkeypatch):
+    from dspy.clients.cache import Cache
+
+    monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None))
+
+
+def test_cached_answers_are_keyed_on_the_engine_build(fake_llama, fresh_dspy_cache, monkeypatch):
+    """Two builds of llama.cpp can answer one prompt differently; DSPy's cache key is the request. An EmbeddedLM names
+    its process's build in every request, so a run on another build is asked again, never answered from the cache."""
+    from syntra_dspy.lm.llamacpp.embedded_lm import EmbeddedLM
+
+    build = {"name": "avx512"}
+    monkeypatch.setattr(engine_check, "loaded_build", lambda: build["name"])
+
+    def ask() -> int:
+        lm = EmbeddedLM("embedded/tiny", engine=LlamaCppEngine(fake_llama, n_ctx=4096), cache=True)
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            dspy.Predict(Rate)(document="the same document")
+        assert lm.kwargs["metadata"] == {"engine_build": build["name"]}
+        return len(next(iter(embedded._LOADED.values())).llama.calls)
+
+    assert ask() == 1
+    assert ask() == 1  # the same build: answered from the cache
+    build["name"] = "portable"
+    assert ask() == 2  # another build: asked
+    llama = next(iter(embedded._LOADED.values())).llama
+    assert "metadata" not in llama.calls[-1] and "_build" not in llama.calls[-1]  # never reaches llama.cpp
+
+
+def test_a_request_naming_another_build_than_the_one_loaded_is_refused(fake_llama, monkeypatch):
+    monkeypatch.setattr(engine_check, "loaded_build", lambda: "portable")
+    lm = dspy.LM("embedded/tiny", engine=LlamaCppEngine(fake_llama, n_ctx=4096), cache=False,
+                 metadata={"engine_build": "avx512"})
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), pytest.raises(Exception, match="'avx512' build"):
+        dspy.Predict(Rate)(document="doc")
+    other = dspy.LM("embedded/tiny", engine=LlamaCppEngine(fake_llama, n_ctx=4096), cache=False,
+                    metadata={"user": "x"})
+    with dspy.context(lm=other, adapter=dspy.JSONAdapter()), pytest.raises(Exception, match="only"):
+        dspy.Predict(Rate)(document="doc")
+    assert not next(iter(embedded._LOADED.values()), None) or not next(iter(embedded._LOADED.values())).llama.calls
+
+
 def test_one_llama_per_file_and_context_size(fake_llama):
     first = LlamaCppEngine(fake_llama, n_ctx=4096)
     second = LlamaCppEngine(fake_llama, n_ctx=4096)

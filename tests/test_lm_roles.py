@@ -20,6 +20,7 @@ from syntra_dspy.task import LMRolesSpec, LMSpec
 def test_embedded_default_builds_without_loading_anything():
     lm = build_lm(LMSpec(), role="generator")
     assert isinstance(lm, dspy.LM) and isinstance(lm.engine, LlamaCppEngine)
+    assert "metadata" not in lm.kwargs  # the engine build joins the cache key at the first call, not here
     assert lm.model == "embedded/qwen2.5-coder-1.5b"
     assert (lm.kwargs["temperature"], lm.kwargs["max_tokens"], lm.cache) == (0.0, 2048, True)
     small = build_lm(

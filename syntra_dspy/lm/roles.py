@@ -13,6 +13,7 @@ import dspy
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.lm.llamacpp import DEFAULT_EMBEDDED_MODEL, LlamaCppEngine
+from syntra_dspy.lm.llamacpp.embedded_lm import EmbeddedLM
 from syntra_dspy.lm.endpoints import DEFAULT_COOLDOWN, RoutedEngine
 from syntra_dspy.lm.guarded import CallPolicy, GuardedLM
 from syntra_dspy.lm.schema_forms import LITELLM_FORMS, StructuredOutput, default_form
@@ -92,7 +93,8 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
     model name would share cached answers (the second is never asked). ``cache=None`` therefore turns
     DSPy's cache off for models reached at an explicit ``api_base`` (a vLLM server has its own prefix
     cache, and production resumes from its run store, not from LM caches) and keeps it on for the
-    embedded model (its name pins one GGUF sha256) and for providers at their default address.
+    embedded model (its name pins one GGUF sha256; :class:`EmbeddedLM` adds the engine build to the key) and for
+    providers at their default address.
     Passing ``cache=True`` with an ``api_base`` is refused rather than silently sharing answers.
     """
     _check_role(role)
@@ -109,7 +111,7 @@ def build_lm(spec: LMSpec, *, role: str, cache: bool | None = None) -> dspy.LM:
                 )
         engine = LlamaCppEngine(name)
         label = os.path.basename(name).removesuffix(".gguf")
-        return dspy.LM(
+        return EmbeddedLM(
             f"embedded/{label}",
             engine=engine,
             temperature=temperature,

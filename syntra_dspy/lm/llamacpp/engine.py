@@ -19,7 +19,7 @@ from typing import Any
 from syntra_dspy.copying import CopyGuard, pop_copy_guard
 from syntra_dspy.decoding_guards import AllGuards, Guard, pop_mark
 from syntra_dspy.errors import ConfigError, DependencyError
-from syntra_dspy.lm.llamacpp import engine_check
+from syntra_dspy.lm.llamacpp import engine_check, variants
 from syntra_dspy.lm.llamacpp.grammar_sampling import grammar_checked
 from syntra_dspy.lm.llamacpp.lookup_drafts import DEFAULT_DRAFT_TOKENS, lookup_drafts
 from syntra_dspy.lm.llamacpp.prompt_states import DEFAULT_CAPACITY_BYTES, PromptStateCache, stateful
@@ -79,6 +79,11 @@ def release_models() -> None:
 
 _EXTENSIONS = frozenset({"min_p", "repeat_penalty", "typical_p"})
 _GUARD = "_guard"  # the request's decoding guards (syntra_dspy.decoding_guards), carried from _options to complete()
+#: The request setting naming the engine build that must answer, ``{"engine_build": NAME}``: it puts the build into
+#: DSPy's cache key (:class:`~.embedded_lm.EmbeddedLM`); the engine checks it and drops it.
+METADATA = "metadata"
+ENGINE_BUILD = "engine_build"
+_BUILD = "_build"  # the engine build the request names (EmbeddedLM's cache key), carried from _options to complete()
 
 
 def pop_guards(schema: dict[str, Any]) -> tuple[dict[str, Any], Guard | None]:
@@ -215,6 +220,15 @@ class LlamaCppEngine:
         engine_check.ensure_engine_works(self._resolved)
         return _load_llama(self._resolved, self.n_ctx, self.n_threads, self.prompt_cache_bytes)
 
+    def build(self) -> str:
+        """The build of the engine's libraries this process loads (``portable`` or a variant's name), chosen before
+        the first load (:func:`~.engine_check.ensure_engine_works`: the model file is assembled and the smoke decode
+        run, or read from its cache, as a first call would). :class:`~.embedded_lm.EmbeddedLM` keys DSPy's cache on it."""
+        if self._resolved is None:
+            self._resolved = ensure_gguf(self.model)
+        engine_check.ensure_engine_works(self._resolved)
+        return engine_check.loaded_build() or variants.PORTABLE
+
     def complete(self, request):  # -> dspy.lm15.Response
         from dspy.clients.engines.base import validate_request
         from dspy.lm15 import ContextLengthError, InvalidRequestError, Message, Response, TextPart, Usage
@@ -223,8 +237,14 @@ class LlamaCppEngine:
         messages = _chat_messages(request)
         options = self._options(request)
         guard = options.pop(_GUARD, None)
+        named = options.pop(_BUILD, None)
         top = request.config.logprobs
         loaded = self.load()
+        if named is not None and named != self.build():
+            # the answer would be cached under another build's name (EmbeddedLM names the build of its own process)
+            raise ConfigError(f"this request names the {named!r} build of the embedded engine, but this process "
+                              f"loaded the {self.build()!r} build", field=f"{METADATA}.{ENGINE_BUILD}",
+                              hint="build the LM in the process that calls it (syntra_dspy.lm.build_lm)")
         logprobs = evaluated = None
         try:
             with loaded.lock:
@@ -259,7 +279,14 @@ class LlamaCppEngine:
         from dspy.lm15 import UnsupportedFeatureError
 
         cfg = request.config
-        unknown = set(cfg.extensions or {}) - _EXTENSIONS
+        extensions = dict(cfg.extensions or {})
+        metadata = extensions.pop(METADATA, None)
+        if metadata is not None and (not isinstance(metadata, dict) or set(metadata) != {ENGINE_BUILD}):
+            raise UnsupportedFeatureError(
+                f"the embedded engine takes only {{{ENGINE_BUILD!r}: NAME}} as metadata, not {metadata!r}",
+                provider="embedded",
+            )
+        unknown = set(extensions) - _EXTENSIONS
         refused = ["tools"] * bool(request.tools) + sorted(unknown)
         if refused:
             raise UnsupportedFeatureError(
@@ -282,7 +309,9 @@ class LlamaCppEngine:
         for name in ("top_p", "top_k", "frequency_penalty", "presence_penalty"):
             if getattr(cfg, name) is not None:
                 options[name] = getattr(cfg, name)
-        options.update(cfg.extensions or {})
+        options.update(extensions)
+        if metadata is not None:
+            options[_BUILD] = str(metadata[ENGINE_BUILD])
         if cfg.response_format is not None:
             # llama.cpp spells "this schema" as json_object + schema and compiles the schema into a grammar.
             schema = (
