@@ -104,3 +104,25 @@ def test_the_command_builds_one_agreement_config(graded):
     with pytest.raises(ConfigError) as raised:
         config_from_args(build_parser().parse_args([*flags, "--random", "-1"]))
     assert raised.value.field == "random_negatives"
+
+
+def test_the_report_names_the_embedded_engine_build_that_graded(graded, tmp_path, monkeypatch):
+    """Two builds of llama.cpp can grade a candidate at the cut differently: a report says which one graded (a served or
+    scripted generator has none, and the report names none)."""
+    import syntra_dspy.lm.roles as roles
+
+    art, index = graded
+    write_heldout_beir(tmp_path / "eval")
+    shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
+
+    def run(out: str) -> dict:
+        return measure_agreement([art], f"beir:{tmp_path / 'eval'}:test", judges=("graded",), n_queries=10, top_k=4,
+                                 random_negatives=1, seed=3, out=tmp_path / out, generator=scripted_lm(SyntraBrain()),
+                                 index_dir=index)
+
+    (scripted,) = run("scripted")["judges"].values()
+    assert "engine_build" not in scripted
+    monkeypatch.setattr(roles, "with_engine_build",
+                        lambda info: {**info, "embedded": {"name": "qwen2.5-coder-1.5b", "engine_build": "amx"}})
+    (embedded,) = run("embedded")["judges"].values()
+    assert embedded["engine_build"] == "amx"

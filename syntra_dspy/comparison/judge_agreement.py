@@ -57,7 +57,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
     import dspy
 
     from syntra_dspy.evaluation.datasets import load_dataset
-    from syntra_dspy.lm.roles import prepare_lm
+    from syntra_dspy.lm.roles import prepare_lm, with_engine_build
     from syntra_dspy.lm.usage import UsageMeter
     from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs, resolve_generator
@@ -108,8 +108,11 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
                 rows = judge_candidates(judge, art.version, candidates, corpus=inputs.corpus, log=log, meter=meter,
                                         progress=tick, same_grades=same)
             rows_by_judge[name] = rows
+            # the embedded engine's build: two builds can grade a candidate at the cut differently (docs/lms.md)
+            build = (with_engine_build(lm_info).get("embedded") or {}).get("engine_build")
             results[name] = {"artifact": str(art.path), "version": art.version, "judge": judge.describe(),
-                             "generator": lm_info.get("model"), **score_judge(candidates, rows),
+                             "generator": lm_info.get("model"), **({"engine_build": build} if build else {}),
+                             **score_judge(candidates, rows),
                              "grades_from": sorted({r["grade_from"] for r in rows if r and r.get("grade_from")})}
     names = list(rows_by_judge)
     comparisons = {f"{b} vs {names[0]}": paired_kappa_difference(candidates, rows_by_judge[names[0]], rows_by_judge[b])

@@ -223,7 +223,8 @@ class LlamaCppEngine:
     def build(self) -> str:
         """The build of the engine's libraries this process loads (``portable`` or a variant's name), chosen before
         the first load (:func:`~.engine_check.ensure_engine_works`: the model file is assembled and the smoke decode
-        run, or read from its cache, as a first call would). :class:`~.embedded_lm.EmbeddedLM` keys DSPy's cache on it."""
+        run, or read from its cache, as a first call would). :class:`~.embedded_lm.EmbeddedLM` keys DSPy's cache on
+        it."""
         if self._resolved is None:
             self._resolved = ensure_gguf(self.model)
         engine_check.ensure_engine_works(self._resolved)
