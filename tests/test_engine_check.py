@@ -168,6 +168,25 @@ def test_a_variant_that_crashes_falls_back_to_the_portable_build_with_a_warning(
     assert "avx512 build of the embedded engine failed its smoke decode" in caplog.text and "SIGILL" in caplog.text
 
 
+def test_an_amx_build_that_crashes_gives_way_to_the_avx512_build(fake_engine, cpu, monkeypatch, tmp_path, caplog):
+    """The most demanding variant first (amx: a VM may advertise AMX without granting it); its crash names the build
+    tried next, not the portable one."""
+    amx_flags = [*AVX512_FLAGS, "amx_tile", "amx_int8"]
+    amx = install_variant(fake_engine.variants, name="amx", cpu_flags=amx_flags, content=b"amx build")
+    avx512 = install_variant(fake_engine.variants)
+    cpu.update(amx_flags)
+    record = tmp_path / "children.txt"
+    crash = ("import os, signal; "
+             f"os.kill(os.getpid(), signal.SIGILL) if os.environ.get('LLAMA_CPP_LIB_PATH') == {str(amx)!r} else None; ")
+    head = f"import os; open({str(record)!r}, 'a').write(os.environ.get('LLAMA_CPP_LIB_PATH', 'portable') + '\\n'); "
+    monkeypatch.setattr(engine_check, "child_command", lambda path: [sys.executable, "-c", head + crash + PASS])
+    check = ensure_engine_works(fake_engine.gguf)
+    assert check.ok and check.build == "avx512" and os.environ[variants.LIB_PATH_ENV] == str(avx512)
+    assert record.read_text().splitlines() == [str(amx), str(avx512)]
+    assert "amx build of the embedded engine failed its smoke decode" in caplog.text
+    assert "trying the avx512 build" in caplog.text
+
+
 def test_a_variant_whose_decode_used_another_builds_libraries_is_refused(fake_engine, cpu, monkeypatch):
     install_variant(fake_engine.variants)
     cpu.update(AVX512_FLAGS)

@@ -236,15 +236,17 @@ def _select(model_path: Path, *, force: bool) -> tuple[str, EngineCheck | None]:
     options, notes = variants.candidates()
     for note in notes:
         logger.info(note)
-    for variant in options:
+    for n, variant in enumerate(options):
         os.environ[variants.LIB_PATH_ENV] = _ours = str(variant.lib_dir)
         try:
             return variant.name, _checked(model_path, force=force, build=variant.name)
         except EngineCrashError as exc:
             del os.environ[variants.LIB_PATH_ENV]
             _ours = None
-            logger.warning("the %s build of the embedded engine failed its smoke decode on this machine (%s); "
-                           "using the portable build", variant.name, exc.message)
+            following = (f"trying the {options[n + 1].name} build" if n + 1 < len(options)
+                         else "using the portable build")
+            logger.warning("the %s build of the embedded engine failed its smoke decode on this machine (%s); %s",
+                           variant.name, exc.message, following)
     return variants.PORTABLE, None
 
 
