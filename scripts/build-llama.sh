@@ -22,6 +22,7 @@
 set -euo pipefail
 py="${1:?usage: $0 PATH/TO/python [--variant avx512]}"
 variant=""
+build_env=()  # compiler settings of a variant that needs its own (amx)
 if [ "${2:-}" = --variant ]; then variant="${3:?usage: $0 PATH/TO/python --variant avx512|amx}"; fi
 version="${SYNTRA_LLAMA_CPP_VERSION:-0.3.36}"
 arch=$(uname -m)
@@ -47,7 +48,8 @@ if [ -n "$variant" ]; then
         echo "note: the amx build needs clang (e.g. apt-get install clang): skipped (GCC 12 miscompiles AMX's tile setup)"
         exit 0
       fi
-      compiler_env="CC=clang CXX=clang++ CFLAGS=-D__AMX_INT8__=1 -D__AMX_TILE__=1 CXXFLAGS=-D__AMX_INT8__=1 -D__AMX_TILE__=1"
+      amx_macros="-D__AMX_INT8__=1 -D__AMX_TILE__=1"
+      build_env=(CC=clang CXX=clang++ "CFLAGS=$amx_macros" "CXXFLAGS=$amx_macros")
       compiler_version=$(clang --version | head -n 1) ;;
     *) echo "error: unknown variant '$variant' (known: avx512, amx)" >&2; exit 2 ;;
   esac
@@ -72,10 +74,9 @@ else
 fi
 
 pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-compiler_env="${compiler_env:-}"
 key_lines=("$version" "$cmake_args" "$pyver" "$arch")
 # a build with another compiler is another build (the portable and avx512 keys stay as they were)
-if [ -n "$compiler_env" ]; then key_lines+=("$compiler_env" "${compiler_version:-}"); fi
+if [ ${#build_env[@]} -gt 0 ]; then key_lines+=("${build_env[*]}" "${compiler_version:-}"); fi
 key=$(printf '%s\n' "${key_lines[@]}" | sha256sum | cut -c1-12)
 marker="$venv/.llama-build"
 target="$venv/llama-cpp-variants/$variant"
@@ -94,16 +95,9 @@ if [ -z "$wheel" ]; then
   echo "== building llama-cpp-python $version ${variant:-portable} (about 6 minutes on 2 cores, once per flag set) =="
   echo "   CMAKE_ARGS=$cmake_args"
   mkdir -p "$cache.tmp"
-  if [ -n "$compiler_env" ]; then
-    echo "   $compiler_env"
-    amx_macros="-D__AMX_INT8__=1 -D__AMX_TILE__=1"
-    CC=clang CXX=clang++ CFLAGS="$amx_macros" CXXFLAGS="$amx_macros" \
-      CMAKE_ARGS="$cmake_args" FORCE_CMAKE=1 "$py" -m pip wheel -q --no-deps --no-cache-dir \
-      --no-binary llama-cpp-python -w "$cache.tmp" "llama-cpp-python==$version"
-  else
-    CMAKE_ARGS="$cmake_args" FORCE_CMAKE=1 "$py" -m pip wheel -q --no-deps --no-cache-dir \
-      --no-binary llama-cpp-python -w "$cache.tmp" "llama-cpp-python==$version"
-  fi
+  if [ ${#build_env[@]} -gt 0 ]; then echo "   ${build_env[*]}"; fi
+  env ${build_env[@]+"${build_env[@]}"} CMAKE_ARGS="$cmake_args" FORCE_CMAKE=1 "$py" -m pip wheel -q --no-deps \
+    --no-cache-dir --no-binary llama-cpp-python -w "$cache.tmp" "llama-cpp-python==$version"
   rm -rf "$cache" && mv "$cache.tmp" "$cache"
   printf '%s\n' "$cmake_args" >"$cache/CMAKE_ARGS"
   wheel=$(ls "$cache"/llama_cpp_python-*.whl | head -n 1)

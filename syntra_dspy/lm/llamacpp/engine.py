@@ -241,10 +241,11 @@ class LlamaCppEngine:
         named = options.pop(_BUILD, None)
         top = request.config.logprobs
         loaded = self.load()
-        if named is not None and named != self.build():
+        running = engine_check.loaded_build() or variants.PORTABLE  # chosen by load(): no second check of the build
+        if named is not None and named != running:
             # the answer would be cached under another build's name (EmbeddedLM names the build of its own process)
             raise ConfigError(f"this request names the {named!r} build of the embedded engine, but this process "
-                              f"loaded the {self.build()!r} build", field=f"{METADATA}.{ENGINE_BUILD}",
+                              f"loaded the {running!r} build", field=f"{METADATA}.{ENGINE_BUILD}",
                               hint="build the LM in the process that calls it (syntra_dspy.lm.build_lm)")
         logprobs = evaluated = None
         try:
