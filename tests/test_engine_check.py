@@ -29,6 +29,7 @@ def fake_engine(tmp_path, monkeypatch):
     monkeypatch.setattr(engine_check, "_passed", {})
     monkeypatch.setattr(engine_check, "_selected", None)
     monkeypatch.setattr(engine_check, "_ours", None)
+    monkeypatch.setattr(engine_check, "_keys", {})
     monkeypatch.setattr(variants, "variants_root", lambda prefix=None: tmp_path / "variants")  # none installed
     monkeypatch.setattr(variants, "installed_llama_cpp_version", lambda: "9.9.9")
     monkeypatch.setenv(variants.LIB_PATH_ENV, "restored-after-the-test")
@@ -77,6 +78,27 @@ def test_a_passing_check_is_cached_per_build(fake_engine, monkeypatch):
     fake_engine.use(CRASH)
     with pytest.raises(EngineCrashError, match="SIGSEGV"):
         ensure_engine_works(fake_engine.gguf)
+
+
+def test_the_build_key_hashes_the_libraries_again_only_when_a_file_changes(fake_engine, monkeypatch):
+    hashed = []
+    real = engine_check._hash_libraries
+    monkeypatch.setattr(engine_check, "_hash_libraries", lambda *a: hashed.append(1) or real(*a))
+    lib = fake_engine.lib / "libggml-cpu.so"
+    first = engine_check.build_key()
+    assert engine_check.build_key() == first and len(hashed) == 1  # every LM call asks: no second hash
+    lib.write_bytes(b"build two, longer")  # rebuilt in place
+    second = engine_check.build_key()
+    assert second != first and len(hashed) == 2
+    replacement = fake_engine.lib / "new.tmp"
+    replacement.write_bytes(b"build 3, longer!!")  # same size, then the old file's time: only the inode tells
+    times = lib.stat()
+    os.utime(replacement, ns=(times.st_atime_ns, times.st_mtime_ns))
+    os.replace(replacement, lib)
+    assert engine_check.build_key() != second and len(hashed) == 3
+    (fake_engine.lib / "libggml-extra.so").write_bytes(b"x")  # a library added
+    engine_check.build_key()
+    assert len(hashed) == 4
 
 
 def test_a_failed_decode_or_a_hang_is_reported_too(fake_engine, monkeypatch):

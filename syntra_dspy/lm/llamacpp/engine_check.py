@@ -36,6 +36,7 @@ _CHILD_TIMEOUT_S = 300.0
 _passed: dict[str, EngineCheck] = {}  # build key -> the check that passed, in this process
 _selected: str | None = None  # the build this process loads, once chosen (ensure_engine_works)
 _ours: str | None = None  # the LLAMA_CPP_LIB_PATH _select set (any other value is the user's)
+_keys: dict[tuple, str] = {}  # the libraries' names, sizes, times and inodes -> their build key, in this process
 _SELECTING = threading.Lock()
 logger = logging.getLogger(__name__)
 
@@ -97,10 +98,22 @@ def _cpu_signature() -> str:
 
 
 def build_key() -> str:
-    """Hash of the engine's shared libraries, its version and this CPU: what a check result holds for."""
+    """Hash of the engine's shared libraries, its version and this CPU: what a check result holds for.
+
+    The engine asks on every LM call, and hashing ~25 MB of libraries took ~39 ms: the hash is kept per process for
+    the files' names, sizes, modification times and inodes, so only a rebuild (or a file replaced) hashes again."""
     version, folder = _library_dir()
-    digest = hashlib.sha256(f"{version}\n{_cpu_signature()}\n".encode())
     libs = sorted(p for p in folder.rglob("*") if p.is_file() and (".so" in p.name or p.suffix in (".dylib", ".dll")))
+    stats = [lib.stat() for lib in libs]
+    stamp = (version, tuple((str(lib), st.st_size, st.st_mtime_ns, st.st_ino) for lib, st in zip(libs, stats)))
+    if (known := _keys.get(stamp)) is not None:
+        return known
+    _keys[stamp] = key = _hash_libraries(version, libs)
+    return key
+
+
+def _hash_libraries(version: str, libs: list[Path]) -> str:
+    digest = hashlib.sha256(f"{version}\n{_cpu_signature()}\n".encode())
     for lib in libs:
         digest.update(lib.name.encode())
         with lib.open("rb") as fh:
