@@ -36,7 +36,7 @@ _CHILD_TIMEOUT_S = 300.0
 _passed: dict[str, EngineCheck] = {}  # build key -> the check that passed, in this process
 _selected: str | None = None  # the build this process loads, once chosen (ensure_engine_works)
 _ours: str | None = None  # the LLAMA_CPP_LIB_PATH _select set (any other value is the user's)
-_keys: dict[tuple, str] = {}  # the libraries' names, sizes, times and inodes -> their build key, in this process
+_keys: dict[tuple, str] = {}  # the libraries' paths, sizes, times and inodes -> their build key, in this process
 _SELECTING = threading.Lock()
 logger = logging.getLogger(__name__)
 
@@ -100,8 +100,8 @@ def _cpu_signature() -> str:
 def build_key() -> str:
     """Hash of the engine's shared libraries, its version and this CPU: what a check result holds for.
 
-    The engine asks on every LM call, and hashing ~25 MB of libraries took ~39 ms: the hash is kept per process for
-    the files' names, sizes, modification times and inodes, so only a rebuild (or a file replaced) hashes again."""
+    The engine asks on every LM call, and hashing ~25 MB of libraries took 25-40 ms: the hash is kept per process
+    for the files' paths, sizes, modification times and inodes, so only a rebuild (or a file replaced) hashes again."""
     version, folder = _library_dir()
     libs = sorted(p for p in folder.rglob("*") if p.is_file() and (".so" in p.name or p.suffix in (".dylib", ".dll")))
     stats = [lib.stat() for lib in libs]
