@@ -211,3 +211,66 @@ def test_another_grade_order_grades_every_candidate_in_it_and_the_calibration_re
                                  index_dir=index)
     assert load_artifact(again).manifest["record"]["recalibration"]["graded"] == 0
     assert load_artifact(again).program.state.judge.grade_order == "document-first"
+
+
+def _saved_with(art, out, **components):
+    """``art`` with some components replaced, saved as a version of its own (its calibration kept)."""
+    original = load_artifact(art)
+    manifest = {k: v for k, v in original.manifest.items() if k not in ("version", "program_id", "prompts")}
+    return save_artifact(original.program.with_components(**components), manifest, out)
+
+
+def test_without_guidance_changes_the_grading_prompt_only_and_grades_every_candidate_with_it(relative, tmp_path):
+    art, index = relative
+    art = _saved_with(art, tmp_path / "guided", annotation_instruction=(
+        "A document is relevant when it states the fact the query asks for; label 1 when it names the same "
+        "entity without stating it."))
+    original = load_artifact(art)
+    guidance = original.program.state.annotation_instruction.strip()
+    assert guidance and guidance in original.program.grade.signature.instructions  # the compile wrote some
+    brain = SyntraBrain()
+    lm = scripted_lm(brain)
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=lm, index_dir=index,
+                                without_guidance=True)
+    derived = load_artifact(path)
+    before, after = render_prompts(original.program), render_prompts(derived.program)
+    assert {step for step in before if before[step] != after[step]} == {"grade"}
+    grade = derived.program.grade.signature.instructions
+    assert guidance not in grade and "## Guidance for this task" not in grade
+    assert grade.startswith("## Task\n") and "0 = " in grade and "3 = " in grade  # definition and scale stay
+    # the compiled text is kept in the components (the listwise prompt still uses it), only the grading call drops it
+    assert derived.program.state.annotation_instruction == original.program.state.annotation_instruction
+    assert derived.program.state.grade_guidance is False and original.program.state.grade_guidance is True
+    # every calibration candidate was graded with the shorter prompt: the kept grades were the other prompt's
+    record = derived.manifest["record"]["recalibration"]
+    assert record["graded"] == record["candidates"] == brain.calls["grade"] > 0 and record["grades_reused"] == 0
+    assert "grade_guidance" in record
+    sent = [m["content"] for h in lm.history for m in h["messages"] if m["role"] == "system"]
+    assert len(sent) == brain.calls["grade"] and all(s == grade for s in sent)
+    # saved as a component only where it is not the default: earlier programs save byte for byte as before
+    assert '"grade_guidance": false' in (path / "program.json").read_text()
+    assert "grade_guidance" not in (art / "program.json").read_text()
+    # run stores and agreement logs key grades by the grading prompt, so the original's are not taken for these
+    from syntra_dspy.artifacts import grading_identity
+
+    assert grading_identity(derived.program)["prompt_sha256"] != grading_identity(original.program)["prompt_sha256"]
+    # a later recalibration of the new version keeps its prompt and reuses its grades
+    again = load_artifact(recalibrate_artifact(path, tmp_path / "again", feature="hybrid", index_dir=index))
+    assert render_prompts(again.program) == after
+    assert again.manifest["record"]["recalibration"]["graded"] == 0
+
+
+def test_without_guidance_is_refused_where_the_grading_prompt_has_none(relative, tmp_path):
+    art, index = relative
+    plain = _saved_with(art, tmp_path / "plain", annotation_instruction="")
+    with pytest.raises(ConfigError, match="no compiled guidance to leave out"):
+        recalibrate_artifact(plain, tmp_path / "artifacts", generator=scripted_lm(SyntraBrain()), index_dir=index,
+                             without_guidance=True)
+    assert not list((tmp_path / "artifacts").rglob("manifest.json"))  # nothing saved
+
+
+def test_the_cli_asks_for_the_grading_prompt_without_guidance_by_name():
+    from syntra_dspy.cli import build_parser
+
+    assert build_parser().parse_args(["artifacts", "recalibrate", "art", "--without-guidance"]).without_guidance
+    assert not build_parser().parse_args(["artifacts", "recalibrate", "art"]).without_guidance

@@ -8,6 +8,12 @@ version whose program differs from the original in the ``judge`` component only:
 rendered prompt is the original's (checked before it is written), so grades logged for one are valid for the other
 (``syntra agreement ... --compare`` reuses them), and the manifest says what it was derived from.
 
+The one exception is asked for by name: ``--without-guidance`` grades with the task definition and the fixed scale
+only, leaving the compiled annotation guidance out of the grading prompt (a shorter prompt, ~130 of ~640 tokens a
+call on SciFact; the compile keeps the guidance when it fits its calibration set better, which on 15 queries is a
+noisy choice). Then the grading prompt, and only it, differs from the original's; every calibration candidate is
+graded again, and grades logged or stored for one are not the other's (run stores refuse them).
+
 It lives in production, beside :mod:`~syntra_dspy.production.relabel` (which labels a run's stored grades with such
 an artifact's judge): the calibration set is built over the corpus and index production's loader opens, and graded
 with the generator as production resolves it. The judge's own parts (the calibration set, the fit) are in
@@ -39,7 +45,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
                          calibration_labels: str | None = None, calibration_queries: int | None = None,
                          generator: Any = None, api_key_env: str | None = None,
                          index_dir: str | Path | None = None, regrade: bool = False,
-                         grade_order: GradeOrder | None = None) -> Path:
+                         grade_order: GradeOrder | None = None, without_guidance: bool = False) -> Path:
     """Fit a new calibration on ``artifact``'s graded calibration set and save a derived artifact under ``out``
     (``<out>/<task>/<version>``); returns its directory.
 
@@ -51,7 +57,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     it (the compile's seed, candidate depth and controls; its human label source and query count unless
     ``calibration_labels``/``calibration_queries`` are given). ``grade_order``: which the grading prompt shows first
     (default: the order of the artifact's calibration); another order than the kept grades' grades every candidate
-    again, and the new calibration records it, so production grades in it.
+    again, and the new calibration records it, so production grades in it. ``without_guidance``: the new version's
+    grading prompt leaves out the compiled annotation guidance, and every candidate is graded with it.
     """
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
     from syntra_dspy.lm.roles import with_engine_build
@@ -67,6 +74,11 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     labels = calibration_labels if calibration_labels is not None else settings.get("calibration_labels")
     queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)
     program = original.program
+    dropping = without_guidance and program.state.grade_guidance
+    if dropping and not program.state.annotation_instruction.strip():
+        raise ConfigError("this artifact's grading prompt carries no compiled guidance to leave out", path=artifact,
+                          field="without_guidance", hint="recalibrate without --without-guidance")
+    grading = program.with_components(grade_guidance=False) if dropping else program
     saved = program.state.judge.samples if program.state.judge is not None else ()
     kept_order = program.grade_order
     order: GradeOrder = grade_order or kept_order
@@ -74,7 +86,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     # The artifact's own generator is only built when something must be graded (a served one needs --generator).
     own = original.meta.generator.model_dump()
     lm, lm_info = (None, own) if generator is None else resolve_generator(original.meta, generator, api_key_env)
-    reusable = (bool(saved) and not regrade and order == kept_order
+    reusable = (bool(saved) and not regrade and not dropping and order == kept_order
                 and same_grader(grader(lm_info), calibration_grader(original.meta)))
     meter = UsageMeter()
     started = time.perf_counter()
@@ -89,15 +101,16 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
                               hint="give --calibration-labels with the same judged data, or leave the calibration "
                                    "set as the compile made it (its grades are reused)")
         samples, graded, reused = _graded_set(original, labels, queries, saved if reusable else (), lm, api_key_env,
-                                              meter, index_dir, order=order)
+                                              meter, index_dir, order=order, program=grading)
     if not any(s.gold == "positive" for s in samples):
         raise ConfigError("no known positive of the calibration set could be graded: the judge's answers were "
                           "unusable", path=artifact)
     judge = fit_calibration(samples, feature=feature, grade_order=order)  # type: ignore[arg-type]
-    derived = program.with_components(judge=judge)
-    if render_prompts(derived) != render_prompts(program):
+    derived = grading.with_components(judge=judge)
+    before, after = render_prompts(program), render_prompts(derived)
+    if {step for step in before if before[step] != after[step]} - ({"grade"} if dropping else set()):
         raise ArtifactError("the recalibrated program renders other prompts than the original (only the judge may "
-                            "change)", path=artifact)
+                            "change, and with --without-guidance the grading prompt)", path=artifact)
     seconds = time.perf_counter() - started
     manifest = {k: v for k, v in original.manifest.items() if k not in _SEALED}
     build = (with_engine_build(lm_info).get("embedded") or {}).get("engine_build")  # None unless it graded embedded
@@ -107,6 +120,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
         "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "feature_setting": feature, "calibration_labels": labels, "calibration_queries": queries, "grade_order": order,
         "candidates": len(samples), "graded": graded, "grades_reused": reused,
+        **({"grade_guidance": "left out: the grading prompt differs from the original's"} if dropping else {}),
         "generator": lm_info.get("model") if graded else None,
         **({"engine_build": build} if graded and build else {}),
         "usage": meter.snapshot(), "before": _brief(program.state.judge), "after": _brief(judge),
@@ -121,17 +135,19 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
 
 def _graded_set(original: Any, labels: str | None, queries: int, saved: Sequence[CalibrationSample], lm: Any,
                 api_key_env: str | None, meter: Any, index_dir: str | Path | None, *,
-                order: GradeOrder = DEFAULT_GRADE_ORDER) -> tuple[list[CalibrationSample], int, int]:
+                order: GradeOrder = DEFAULT_GRADE_ORDER, program: Any = None
+                ) -> tuple[list[CalibrationSample], int, int]:
     """The calibration set built as the compile built it (with ``labels``/``queries``), each candidate's E taken
     from ``saved`` where it holds the same query and document, graded otherwise (``order``: which the grading prompt
-    shows first); returns the samples, how many were graded now and how many reused."""
+    shows first; ``program``: whose grading prompt, default the original's); returns the samples, how many were
+    graded now and how many reused."""
     import dspy
 
     from syntra_dspy.lm.roles import prepare_lm
     from syntra_dspy.production.config import ProduceConfig
     from syntra_dspy.production.setup import load_inputs, resolve_generator
 
-    settings, program = original.meta.optimizer, original.program
+    settings, program = original.meta.optimizer, program if program is not None else original.program
     inputs = load_inputs(original.path, ProduceConfig(index_dir=index_dir))
     material = js.calibration_set(program.state.examples, inputs, k=int(settings.get("annotation_candidates", 8)),
                                   controls=max(1, int(settings.get("control_negatives", 1))),

@@ -30,8 +30,10 @@ class FewShotPair(BaseModel):
 class ComponentState(BaseModel):
     """What test mode adapts, the one source of every step's instruction: the task definition, the extraction
     guidance, the two instructions, how graded relevance judgments map to training roles (``judge``: None means
-    the written-label judge), and whole-step instructions an optimizer wrote (``step_instructions``, e.g. GEPA's),
-    which replace what the other components would compose for that step."""
+    the written-label judge), whether the grading prompt carries the annotation instruction as guidance
+    (``grade_guidance``; ``syntra artifacts recalibrate --without-guidance`` leaves it out), and whole-step
+    instructions an optimizer wrote (``step_instructions``, e.g. GEPA's), which replace what the other components
+    would compose for that step."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -41,6 +43,7 @@ class ComponentState(BaseModel):
     query_instruction: str = ""
     annotation_instruction: str = ""
     judge: JudgeCalibration | None = None
+    grade_guidance: bool = True
     step_instructions: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("step_instructions")
@@ -60,10 +63,13 @@ class ProgramComponents(Parameter):
         self.state = state or ComponentState()
 
     def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
-        """The components as JSON; no whole-step instructions saves no key, so such programs save as before."""
+        """The components as JSON; a default ``grade_guidance`` or no whole-step instructions saves no key, so such
+        programs save byte for byte as before."""
         data = self.state.model_dump(mode="json")
         if not data["step_instructions"]:
             del data["step_instructions"]
+        if data["grade_guidance"]:
+            del data["grade_guidance"]
         return data
 
     def load_state(self, state: dict[str, Any]) -> "ProgramComponents":

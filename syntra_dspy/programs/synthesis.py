@@ -114,10 +114,11 @@ def compose_instructions(state: ComponentState) -> dict[str, str]:
     annotation = state.annotation_instruction.strip() or ("## Task\n" + ctx.task_context(state.task_definition))
     annotate = annotation + "\n\n## Your answer\n" + _base(JudgeCandidateRelevance)
     # The graded judge always sees the task definition and the fixed 0-3 scale; compiled annotation text comes in
-    # between as guidance. Measured on SciFact (1.5B): a drafted instruction in place of the definition and the
-    # scale flattened E (AUC 0.69 on the few-shot candidates against 0.78 for definition + scale).
+    # between as guidance, unless the components leave it out (``grade_guidance``). Measured on SciFact (1.5B): a
+    # drafted instruction in place of the definition and the scale flattened E (AUC 0.69 on the few-shot candidates
+    # against 0.78 for definition + scale).
     guidance = ("\n\n## Guidance for this task\n" + state.annotation_instruction.strip()
-                if state.annotation_instruction.strip() else "")
+                if state.grade_guidance and state.annotation_instruction.strip() else "")
     grade = task + guidance + "\n\n## Your answer\n" + _base(GradeCandidateRelevance)
     composed = {"extract": extract, "plan": plan, "write": write, "annotate": annotate, "grade": grade}
     return {**composed, **state.step_instructions}
