@@ -1,18 +1,21 @@
-"""Probe: does the graded judge agree with people as well when it is shown a shorter candidate? (issue 42)
+"""Probe: does the graded judge agree with people as well when it reads less? (issue 42)
 
-Grading is production's largest step on the embedded model (7.5 s and ~620 prompt tokens a call, most of them the
-candidate's text, clipped today at the compile's ``max_doc_chars``, 1,500 characters). This probe shows the judge
-at most ``--clip`` characters of every document instead and measures what that costs in agreement and saves in time:
+Grading is production's largest step on the embedded model (7.5 s and ~620 prompt tokens a call: the candidate's
+text, clipped today at the compile's ``max_doc_chars``, 1,500 characters, and the instruction). This probe grades
+with a shorter prompt instead, ``--clip`` characters of every document and/or ``--without-guidance`` (the grading
+instruction without the compiled annotation guidance: the task definition and the fixed 0-3 scale only), and
+measures what that costs in agreement and saves in time and tokens:
 
 1. the artifact's calibration set, built as its compile built it (as ``syntra artifacts recalibrate`` does), is
-   graded at the shorter clip and the judge's score is refitted on those grades (same feature, same cut rule);
-2. the held-out candidates of an earlier ``syntra agreement`` run (``candidates.json``) are graded at the shorter
-   clip and labelled by the refitted judge; the full-clip side is that run's own judgments (``judgments.jsonl``),
-   settled again by the artifact's judge, so no full-clip grade is asked again;
+   graded with the shorter prompt and the judge's score is refitted on those grades (same feature, same cut rule);
+2. the held-out candidates of earlier ``syntra agreement`` runs (``candidates.json``; several runs: their claims
+   pooled) are graded with the shorter prompt and labelled by the refitted judge; the full side is those runs' own
+   judgments (``judgments.jsonl``), settled again by the artifact's judge, so no full-prompt grade is asked again;
 3. binary and three-class κ against people's qrels for both, the paired bootstrap over claims of short minus full;
-4. time and prompt tokens a grading call, side by side: ``--timing`` held-out candidates, each graded at both clips
-   with a call for another claim between the two (llama.cpp reuses the longest prefix of the previous prompt, so
-   the second call for the same candidate would otherwise reuse the first one's text), sides alternating first.
+4. time and prompt tokens a grading call, side by side: ``--timing`` held-out candidates, each graded with both
+   prompts with a call for another claim between the two (llama.cpp reuses the longest prefix of the previous
+   prompt, so the second call for the same candidate would otherwise reuse the first one's text), sides alternating
+   first.
 
 DSPy's cache is off; grades are logged under ``--work`` as they are made (``judgments.jsonl``), so an interrupted
 probe resumes. Run from the repository root while nothing else uses the CPU:
@@ -50,20 +53,40 @@ logger = logging.getLogger("judge_clip")
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--clip", type=int, required=True, help="characters of a document the judge is shown")
+    p.add_argument("--clip", type=int, default=None,
+                   help="characters of a document the judge is shown (default: the artifact's max_doc_chars)")
+    p.add_argument("--without-guidance", action="store_true",
+                   help="grade without the compiled annotation guidance (task definition and 0-3 scale only)")
     p.add_argument("--artifact", default="artifacts/scifact/22e653baa2bb")
     p.add_argument("--corpus", required=True)
-    p.add_argument("--run", type=Path, required=True, help="a syntra agreement output folder (candidates, judgments)")
+    p.add_argument("--run", type=Path, nargs="+", required=True,
+                   help="syntra agreement output folders (candidates, judgments); several: their claims pooled")
     p.add_argument("--work", type=Path, required=True, help="where this probe's grades are logged (resumable)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--timing", type=int, default=40, help="held-out candidates graded at both clips for the timing")
     p.add_argument("--generator", default="embedded")
-    p.add_argument("--queries", type=int, default=None, help="only the run's first N claims (a smoke run)")
-    return p.parse_args()
+    p.add_argument("--queries", type=int, default=None, help="only the runs' first N claims (a smoke run)")
+    args = p.parse_args()
+    if args.clip is None and not args.without_guidance:
+        p.error("give --clip N and/or --without-guidance: the prompt to compare with the artifact's")
+    return args
+
+
+def shorter(program: Any, clip: int | None, without_guidance: bool) -> Any:
+    """``program`` with the shorter grading prompt: documents clipped at ``clip`` characters, the annotation
+    guidance left out (as ``syntra artifacts recalibrate --without-guidance`` does); nothing else changes."""
+    out = program.with_components(grade_guidance=False) if without_guidance else program
+    out.max_doc_chars = clip if clip is not None else program.max_doc_chars
+    return out
+
+
+def variant_key(clip: int | None, without_guidance: bool) -> str:
+    """The shorter prompt's name in the judgment log, the report and the output."""
+    return "-".join([*([f"clip{clip}"] if clip is not None else []), *(["noguidance"] if without_guidance else [])])
 
 
 def refit(art: Any, short: Any, lm: Any, work: Path) -> tuple[Any, dict[str, Any]]:
-    """The artifact's calibration set, built as its compile built it, graded at the short clip, and the judge
+    """The artifact's calibration set, built as its compile built it, graded with the shorter prompt, and the judge
     refitted on those grades (same feature); kept under ``work`` once made."""
     from types import SimpleNamespace
 
@@ -78,11 +101,11 @@ def refit(art: Any, short: Any, lm: Any, work: Path) -> tuple[Any, dict[str, Any
         settings = art.meta.optimizer
         started = time.perf_counter()
         samples, graded, _ = _graded_set(SimpleNamespace(meta=art.meta, program=short, path=art.path, task=art.task,
-                                                         version=f"{art.version} at the short clip"),
+                                                         version=f"{art.version}, shorter prompt"),
                                          settings.get("calibration_labels"),
                                          int(settings.get("calibration_queries") or 0), (), lm, None, UsageMeter(),
                                          None)
-        logger.info("calibration set: %d candidates graded at the short clip (%.0f s)", graded,
+        logger.info("calibration set: %d candidates graded with the shorter prompt (%.0f s)", graded,
                     time.perf_counter() - started)
         done.write_text(json.dumps([s.__dict__ for s in samples], indent=1) + "\n", encoding="utf-8")
     fitted = fit_calibration(samples, feature=judge.feature)
@@ -94,7 +117,7 @@ def refit(art: Any, short: Any, lm: Any, work: Path) -> tuple[Any, dict[str, Any
 
 
 def timing(full: Any, short: Any, candidates: list[JudgedCandidate], corpus: Any, lm: Any, n: int) -> dict[str, Any]:
-    """Seconds and prompt tokens a grading call at each clip, each candidate graded at both with another claim's
+    """Seconds and prompt tokens a grading call with each prompt, each candidate graded with both, another claim's
     call in between (no shared prefix beyond the instruction), the side asked first alternating."""
     by_query: dict[str, list[JudgedCandidate]] = {}
     for c in candidates:
@@ -116,7 +139,7 @@ def timing(full: Any, short: Any, candidates: list[JudgedCandidate], corpus: Any
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
         calls[side].append((time.perf_counter() - started, int(usage.get("prompt_tokens", 0)), int(cached)))
 
-    for i in range(0, len(picks), 2):  # a b a b: candidate a at one clip, b at the other, then swapped
+    for i in range(0, len(picks), 2):  # a b a b: candidate a with one prompt, b with the other, then swapped
         a, b = picks[i], picks[i + 1]
         first, second = ("full", "short") if (i // 2) % 2 == 0 else ("short", "full")
         grade(first, a), grade(second, b), grade(second, a), grade(first, b)
@@ -136,7 +159,7 @@ def progress(total: int) -> Any:
     def tick() -> None:
         count[0] += 1
         if count[0] % 25 == 0 or count[0] == total:
-            logger.info("held-out at the short clip: %d/%d candidates (%.0f s)", count[0], total,
+            logger.info("held-out with the shorter prompt: %d/%d candidates (%.0f s)", count[0], total,
                         time.perf_counter() - started)
 
     return tick
@@ -147,27 +170,32 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.work.mkdir(parents=True, exist_ok=True)
     art = load_artifact(args.artifact)
-    short = load_artifact(args.artifact).program
-    short.max_doc_chars = args.clip
+    short = shorter(load_artifact(args.artifact).program, args.clip, args.without_guidance)
+    key = variant_key(args.clip, args.without_guidance)
+    logger.info("the shorter grading instruction (%s):\n%s", key, short.grade.signature.instructions)
     corpus = read_corpus(args.corpus)
     lm = build_lm(resolve_generator_spec(art.meta, args.generator), role="generator", cache=False)
     prepare_lm(lm)
-    candidates = [JudgedCandidate(**c) for c in json.loads((args.run / "candidates.json").read_text())]
+    candidates = [JudgedCandidate(**c) for run in args.run for c in json.loads((run / "candidates.json").read_text())]
+    if len({(c.query_id, c.doc_id) for c in candidates}) != len(candidates):
+        raise SystemExit("the runs share candidates: give runs of different claims")
     if args.queries is not None:
         kept = list(dict.fromkeys(c.query_id for c in candidates))[: args.queries]
         candidates = [c for c in candidates if c.query_id in kept]
     log = JudgmentLog(args.work / "judgments.jsonl")
-    if not (args.work / "full.jsonl").exists():  # the earlier run's full-clip judgments, read as they are
-        shutil.copy(args.run / "judgments.jsonl", args.work / "full.jsonl")
+    if not (args.work / "full.jsonl").exists():  # the earlier runs' full-prompt judgments, read as they are
+        with (args.work / "full.jsonl").open("wb") as out:
+            for run in args.run:
+                with (run / "judgments.jsonl").open("rb") as src:
+                    shutil.copyfileobj(src, out)
     full_log = JudgmentLog(args.work / "full.jsonl")
-    key = f"clip{args.clip}"
     missing = sum(f"{art.version}|graded|{c.query_id}|{c.doc_id}" not in full_log.done for c in candidates)
     if missing:
-        raise SystemExit(f"{missing} held-out candidates have no full-clip judgment of {art.version} in {args.run}")
+        raise SystemExit(f"{missing} held-out candidates have no full-prompt judgment of {art.version} in the runs")
 
     fitted, calibration = refit(art, short, lm, args.work)
     short_program = short.with_components(judge=fitted)
-    short_program.max_doc_chars = args.clip
+    short_program.max_doc_chars = short.max_doc_chars
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
         full_rows = judge_candidates(RelevanceJudge(art.program), art.version, candidates, corpus=corpus,
                                      log=full_log)
@@ -175,10 +203,11 @@ def main() -> None:
         started = time.perf_counter()
         short_rows = judge_candidates(RelevanceJudge(short_program), key, candidates, corpus=corpus, log=log,
                                       meter=meter, progress=progress(len(candidates)))
-    logger.info("held-out: %d candidates at clip %d (%.0f s)", len(candidates), args.clip,
+    logger.info("held-out: %d candidates with %s (%.0f s)", len(candidates), key,
                 time.perf_counter() - started)
     report = {
-        "clip": args.clip, "full_clip": art.program.max_doc_chars, "artifact": art.version, "run": str(args.run),
+        "variant": key, "clip": short.max_doc_chars, "full_clip": art.program.max_doc_chars,
+        "without_guidance": args.without_guidance, "artifact": art.version, "runs": [str(r) for r in args.run],
         "calibration": calibration,
         "heldout": {"candidates": len(candidates), "queries": len({c.query_id for c in candidates}),
                     "full": score_judge(candidates, full_rows), "short": score_judge(candidates, short_rows),
@@ -187,7 +216,7 @@ def main() -> None:
     }
     args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     h = report["heldout"]
-    print(f"clip {args.clip}: binary κ {h['full']['binary']['kappa']:.3f} -> {h['short']['binary']['kappa']:.3f} "
+    print(f"{key}: binary κ {h['full']['binary']['kappa']:.3f} -> {h['short']['binary']['kappa']:.3f} "
           f"(difference {h['short_minus_full']['difference']:+.3f} {h['short_minus_full']['ci95']}); "
           f"seconds a call x{report['timing']['seconds_ratio']:.2f}, prompt tokens x"
           f"{report['timing']['prompt_tokens_ratio']:.2f}")
