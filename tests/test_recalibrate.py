@@ -254,6 +254,9 @@ def test_without_guidance_changes_the_grading_prompt_only_and_grades_every_candi
     from syntra_dspy.artifacts import grading_identity
 
     assert grading_identity(derived.program)["prompt_sha256"] != grading_identity(original.program)["prompt_sha256"]
+    from syntra_dspy.artifacts import diff_artifacts
+
+    assert "+left out of the grading prompt" in diff_artifacts(art, path)  # artifacts diff says why it differs
     # a later recalibration of the new version keeps its prompt and reuses its grades
     again = load_artifact(recalibrate_artifact(path, tmp_path / "again", feature="hybrid", index_dir=index))
     assert render_prompts(again.program) == after

@@ -307,6 +307,8 @@ def component_texts(program: SynthesisProgram) -> dict[str, str]:
         "query_instruction": state.query_instruction,
         "annotation_instruction": state.annotation_instruction,
     }
+    if not state.grade_guidance:  # shown only where set, so two compiled versions diff as before
+        texts["grade_guidance"] = "left out of the grading prompt (syntra artifacts recalibrate --without-guidance)"
     texts.update({f"{step} (whole-step instruction)": text for step, text in state.step_instructions.items()})
     return texts
 
