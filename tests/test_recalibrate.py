@@ -270,6 +270,12 @@ def test_without_guidance_is_refused_where_the_grading_prompt_has_none(relative,
         recalibrate_artifact(plain, tmp_path / "artifacts", generator=scripted_lm(SyntraBrain()), index_dir=index,
                              without_guidance=True)
     assert not list((tmp_path / "artifacts").rglob("manifest.json"))  # nothing saved
+    # a grading instruction written whole (GEPA's) is not composed from the guidance: nothing to leave out either
+    whole = _saved_with(art, tmp_path / "whole", annotation_instruction="Label 2 or 3 only for stated facts.",
+                        step_instructions={"grade": "Answer with one digit, 0-3, for the document's relevance."})
+    with pytest.raises(ConfigError, match="no compiled guidance to leave out"):
+        recalibrate_artifact(whole, tmp_path / "artifacts", generator=scripted_lm(SyntraBrain()), index_dir=index,
+                             without_guidance=True)
 
 
 def test_the_cli_asks_for_the_grading_prompt_without_guidance_by_name():

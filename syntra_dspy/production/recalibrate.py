@@ -75,10 +75,11 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)
     program = original.program
     dropping = without_guidance and program.state.grade_guidance
-    if dropping and not program.state.annotation_instruction.strip():
+    grading = program.with_components(grade_guidance=False) if dropping else program
+    if dropping and grading.grade.signature.instructions == program.grade.signature.instructions:
+        # no annotation instruction, or a whole-step grading instruction (GEPA's) that the components do not compose
         raise ConfigError("this artifact's grading prompt carries no compiled guidance to leave out", path=artifact,
                           field="without_guidance", hint="recalibrate without --without-guidance")
-    grading = program.with_components(grade_guidance=False) if dropping else program
     saved = program.state.judge.samples if program.state.judge is not None else ()
     kept_order = program.grade_order
     order: GradeOrder = grade_order or kept_order
