@@ -11,7 +11,8 @@ another grader's grades by ``syntra artifacts recalibrate --generator``, whose l
 ``--new-cascade-grades STORE`` labels the other log as ``syntra produce --judge-cascade margin --cascade-grades
 STORE`` would have (a candidate the margin skips gets the cascade's label, not its logged grade's), so a log made
 on one engine build and cut with the cascade is compared with another build's full judge: what production's
-fastest settings cost in agreement, with no LM call. Several ``--candidates`` files (with the logs of each in
+fastest settings cost in agreement, with no LM call; ``--new-cascade-own`` learns the margin as production does
+with no ``--cascade-grades``, from the other artifact's own calibration grades. Several ``--candidates`` files (with the logs of each in
 ``--ref`` and ``--new``) compare samples of different claims pooled, the interval resampling all their claims.
 
     python -m benchmarks.compare_judgments artifacts/scifact/22e653baa2bb \\
@@ -41,7 +42,7 @@ Paths = Path | Sequence[Path]
 
 def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, ref_judge: str = "graded",
             new_judge: str = "graded", new_artifact: Path | None = None, new_cascade_grades: Path | None = None,
-            new_cascade_coverage: float | None = None) -> dict[str, Any]:
+            new_cascade_coverage: float | None = None, new_cascade_own: bool = False) -> dict[str, Any]:
     from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.candidates import JudgedCandidate
     from syntra_dspy.judging.judge import RelevanceJudge
@@ -79,11 +80,13 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
     for name, (log, key, done, a) in sides.items():
         logged = [done[log_key(a.version, key, c)] for c in cands]  # every claim kept is judged whole in both
         cascade = None
+        coverage = new_cascade_coverage or ProduceConfig.model_fields["cascade_coverage"].default  # production's
         if name == "new" and new_cascade_grades is not None:
-            coverage = new_cascade_coverage or ProduceConfig.model_fields["cascade_coverage"].default  # production's
             with tempfile.TemporaryDirectory() as tmp:
                 cascade = production_cascade(a.program, "margin", coverage=coverage,
                                              grades=plain_store(new_cascade_grades, Path(tmp)))
+        elif name == "new" and new_cascade_own:  # as production learns it with no --cascade-grades
+            cascade = production_cascade(a.program, "margin", coverage=coverage)
         judge = RelevanceJudge(a.program, mode="graded", cascade=cascade)
         rows[name] = recalibrated_rows(judge, cands, logged)  # no LM call: the logged grades, cut and settled
         score = score_judge(cands, rows[name])
@@ -124,13 +127,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new-cascade-grades", type=Path, default=None, metavar="STORE",
                    help="label the other log as production's margin cascade learned from this run store (.db or "
                         ".db.gz) would")
+    p.add_argument("--new-cascade-own", action="store_true",
+                   help="label the other log as production's margin cascade learned from the artifact's own "
+                        "calibration grades would (--judge-cascade margin without --cascade-grades)")
     p.add_argument("--new-cascade-coverage", type=float, default=None, metavar="SHARE",
                    help="the margin's coverage (default: production's --cascade-coverage default)")
     args = p.parse_args(argv)
     print(json.dumps(compare(args.artifact, args.candidates, args.ref, args.new, ref_judge=args.ref_judge,
                              new_judge=args.new_judge, new_artifact=args.new_artifact,
                              new_cascade_grades=args.new_cascade_grades,
-                             new_cascade_coverage=args.new_cascade_coverage), indent=1, default=str))
+                             new_cascade_coverage=args.new_cascade_coverage, new_cascade_own=args.new_cascade_own),
+                     indent=1, default=str))
     return 0
 
 

@@ -72,3 +72,22 @@ def test_samples_of_other_claims_compare_pooled():
     assert out["paired_kappa_difference"]["difference"] == pytest.approx(0.507 - 0.519, abs=1e-3)
     with pytest.raises(SystemExit, match="twice"):
         compare(ARTIFACT, [FRESH / "candidates.json"] * 2, logs, logs)
+
+
+def test_a_margin_learned_from_the_artifacts_own_calibration_grades_is_replayed_as_production_learns_it():
+    """experiments/judge_guidance: the guidance-free version keeps its 139 calibration grades, from which production
+    learns the margin when no --cascade-grades is given; its held-out log (keyed by that version) is committed."""
+    from benchmarks.compare_judgments import compare
+
+    guidance = REPO / "experiments/judge_guidance"
+    weighted = REPO / "benchmarks/results/judge_agreement_weighted/seed2"
+    args = (ARTIFACT, [FRESH / "candidates.json", weighted / "candidates.json"],
+            [FRESH / "judgments.jsonl", weighted / "judgments.jsonl"], guidance / "judgments.jsonl")
+    new = REPO / "artifacts/scifact/bfb6cfdf9e09"
+    plain = compare(*args, new_artifact=new)
+    assert plain["paired_kappa_difference"]["difference"] == pytest.approx(-0.006, abs=5e-4)  # as the probe measured
+    assert "cascade" not in plain["new"]
+    own = compare(*args, new_artifact=new, new_cascade_own=True)
+    assert own["new"]["cascade"]["learned_from"] == "calibration samples" and own["new"]["cascade"]["lists"] == 15
+    assert own["new"]["skipped"] == 334 and own["new"]["binary_kappa"] == 0.474
+    assert own["paired_kappa_difference"]["difference"] == pytest.approx(-0.045, abs=5e-4)
