@@ -12,8 +12,9 @@ another grader's grades by ``syntra artifacts recalibrate --generator``, whose l
 STORE`` would have (a candidate the margin skips gets the cascade's label, not its logged grade's), so a log made
 on one engine build and cut with the cascade is compared with another build's full judge: what production's
 fastest settings cost in agreement, with no LM call; ``--new-cascade-own`` learns the margin as production does
-with no ``--cascade-grades``, from the other artifact's own calibration grades. Several ``--candidates`` files (with the logs of each in
-``--ref`` and ``--new``) compare samples of different claims pooled, the interval resampling all their claims.
+with no ``--cascade-grades``, from the other artifact's own calibration grades. Several ``--candidates`` files
+(with the logs of each in ``--ref`` and ``--new``) compare samples of different claims pooled, the interval
+resampling all their claims.
 
     python -m benchmarks.compare_judgments artifacts/scifact/22e653baa2bb \\
         --candidates benchmarks/results/judge_agreement_hybrid_fresh/candidates.json \\
