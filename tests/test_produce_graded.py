@@ -13,7 +13,7 @@ from syntra_dspy.production import produce
 from syntra_dspy.judging.calibration import CLASS_LABEL
 from syntra_dspy.testing import SyntraBrain, scripted_lm
 
-from test_produce_support import mini_artifact
+from test_produce_support import derived_version, mini_artifact
 
 K, QUERIES = 5, 2
 
@@ -177,15 +177,6 @@ def test_an_older_store_without_grades_or_ranks_still_reports(tmp_path, graded, 
     assert q["judge"] == {"mode": "written"} and q["source_ranks"]["bm25_rank1"] is None and "grades" not in q
 
 
-def _derived(original, root, **components):
-    """A version of ``original`` with some components replaced, saved as ``syntra artifacts recalibrate`` does."""
-    from syntra_dspy.artifacts import save_artifact
-
-    manifest = {k: v for k, v in original.manifest.items()
-                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
-    return save_artifact(original.program.with_components(**components), manifest, root)
-
-
 def test_a_run_that_grades_with_another_model_than_the_calibration_was_fitted_on_says_so(graded, minilm, tmp_path,
                                                                                          caplog):
     """The judge's cut points were set on the compile's model's grades; a run grading with another model (a served
@@ -240,7 +231,7 @@ def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_gradi
     original = load_artifact(art)
     scores = sorted(r[0] for r in rows(store, "SELECT judge_score FROM grades"))
     lower = original.program.state.judge.model_copy(update={"positive_threshold": scores[len(scores) // 2]})
-    derived = _derived(original, tmp_path / "artifacts", judge=lower)
+    derived = derived_version(original, tmp_path / "artifacts", judge=lower)
     export_records(store, tmp_path / "lower.jsonl", judge=derived, include_partial=True)
     found = rows(store, "SELECT c.query_id, c.doc_id, c.score, g.expected FROM candidates c "
                         "JOIN grades g USING (query_id, rank) ORDER BY c.query_id, c.rank")
@@ -261,8 +252,8 @@ def test_export_labels_the_stored_grades_with_a_recalibrated_judge_without_gradi
     assert set(report["transitions"]) <= {"hard_negative->positive", "easy_negative->positive"}
     assert (store.read_bytes(), rows(store, "SELECT * FROM candidates ORDER BY query_id, rank")) == stored_before
     # an artifact whose grading prompt differs never labels the run's grades
-    stricter = _derived(original, tmp_path / "other", annotation_instruction="Call a document relevant only if "
-                                                                             "it states the claim's finding.")
+    stricter = derived_version(original, tmp_path / "other",
+                               annotation_instruction="Call a document relevant only if it states the claim's finding.")
     with pytest.raises(ConfigError, match="another prompt"):
         export_records(store, tmp_path / "other.jsonl", judge=stricter)
     # nor one whose judge is shown another share of each document: the same prompt, other grades
@@ -295,7 +286,7 @@ def test_export_carries_the_judges_grades_for_every_positive_and_negative(tmp_pa
     # calibrated score is the same function, so the scores stay the run's)
     original = load_artifact(art)
     cut = sorted(v[1] for v in stored.values())[len(stored) // 2]
-    lower = _derived(original, tmp_path / "artifacts",
+    lower = derived_version(original, tmp_path / "artifacts",
                      judge=original.program.state.judge.model_copy(update={"positive_threshold": cut}))
     export_records(store, tmp_path / "r.jsonl", negatives="hard+easy", judge=lower)
     records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]

@@ -30,6 +30,16 @@ def mini_artifact(tmp_path_factory, judge: str = "written", feature: str = "expe
     return _COMPILED[key]
 
 
+def derived_version(original, root, **components) -> Path:
+    """A version of ``original`` (a loaded artifact) with some components replaced, saved as ``syntra artifacts
+    recalibrate`` does."""
+    from syntra_dspy.artifacts import save_artifact
+
+    manifest = {k: v for k, v in original.manifest.items()
+                if k not in ("version", "program_id", "prompts", "schema_version", "kind")}
+    return save_artifact(original.program.with_components(**components), manifest, root)
+
+
 def prefix(text: str, n: int = 60) -> str:
     return " ".join(text.split())[:n]
 

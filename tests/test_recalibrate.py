@@ -7,7 +7,7 @@ import shutil
 import pytest
 from helpers import MINI_TASK
 from test_compare_helpers import write_heldout_beir
-from test_produce_support import mini_artifact
+from test_produce_support import derived_version, mini_artifact
 
 from syntra_dspy.artifacts import load_artifact, render_prompts, save_artifact
 from syntra_dspy.cli import main
@@ -213,16 +213,9 @@ def test_another_grade_order_grades_every_candidate_in_it_and_the_calibration_re
     assert load_artifact(again).program.state.judge.grade_order == "document-first"
 
 
-def _saved_with(art, out, **components):
-    """``art`` with some components replaced, saved as a version of its own (its calibration kept)."""
-    original = load_artifact(art)
-    manifest = {k: v for k, v in original.manifest.items() if k not in ("version", "program_id", "prompts")}
-    return save_artifact(original.program.with_components(**components), manifest, out)
-
-
 def test_without_guidance_changes_the_grading_prompt_only_and_grades_every_candidate_with_it(relative, tmp_path):
     art, index = relative
-    art = _saved_with(art, tmp_path / "guided", annotation_instruction=(
+    art = derived_version(load_artifact(art), tmp_path / "guided", annotation_instruction=(
         "A document is relevant when it states the fact the query asks for; label 1 when it names the same "
         "entity without stating it."))
     original = load_artifact(art)
@@ -265,14 +258,15 @@ def test_without_guidance_changes_the_grading_prompt_only_and_grades_every_candi
 
 def test_without_guidance_is_refused_where_the_grading_prompt_has_none(relative, tmp_path):
     art, index = relative
-    plain = _saved_with(art, tmp_path / "plain", annotation_instruction="")
+    plain = derived_version(load_artifact(art), tmp_path / "plain", annotation_instruction="")
     with pytest.raises(ConfigError, match="no compiled guidance to leave out"):
         recalibrate_artifact(plain, tmp_path / "artifacts", generator=scripted_lm(SyntraBrain()), index_dir=index,
                              without_guidance=True)
     assert not list((tmp_path / "artifacts").rglob("manifest.json"))  # nothing saved
     # a grading instruction written whole (GEPA's) is not composed from the guidance: nothing to leave out either
-    whole = _saved_with(art, tmp_path / "whole", annotation_instruction="Label 2 or 3 only for stated facts.",
-                        step_instructions={"grade": "Answer with one digit, 0-3, for the document's relevance."})
+    whole = derived_version(load_artifact(art), tmp_path / "whole",
+                            annotation_instruction="Label 2 or 3 only for stated facts.",
+                            step_instructions={"grade": "Answer with one digit, 0-3, for the document's relevance."})
     with pytest.raises(ConfigError, match="no compiled guidance to leave out"):
         recalibrate_artifact(whole, tmp_path / "artifacts", generator=scripted_lm(SyntraBrain()), index_dir=index,
                              without_guidance=True)

@@ -76,7 +76,8 @@ def shorter(program: Any, clip: int | None, without_guidance: bool) -> Any:
     """``program`` with the shorter grading prompt: documents clipped at ``clip`` characters, the annotation
     guidance left out (as ``syntra artifacts recalibrate --without-guidance`` does); nothing else changes."""
     out = program.with_components(grade_guidance=False) if without_guidance else program
-    out.max_doc_chars = clip if clip is not None else program.max_doc_chars
+    if clip is not None:
+        out.max_doc_chars = clip
     return out
 
 
@@ -88,8 +89,6 @@ def variant_key(clip: int | None, without_guidance: bool) -> str:
 def refit(art: Any, short: Any, lm: Any, work: Path) -> tuple[Any, dict[str, Any]]:
     """The artifact's calibration set, built as its compile built it, graded with the shorter prompt, and the judge
     refitted on those grades (same feature); kept under ``work`` once made."""
-    from types import SimpleNamespace
-
     from syntra_dspy.judging.calibration import CalibrationSample
     from syntra_dspy.production.recalibrate import _graded_set
 
@@ -100,11 +99,9 @@ def refit(art: Any, short: Any, lm: Any, work: Path) -> tuple[Any, dict[str, Any
     else:
         settings = art.meta.optimizer
         started = time.perf_counter()
-        samples, graded, _ = _graded_set(SimpleNamespace(meta=art.meta, program=short, path=art.path, task=art.task,
-                                                         version=f"{art.version}, shorter prompt"),
-                                         settings.get("calibration_labels"),
+        samples, graded, _ = _graded_set(art, settings.get("calibration_labels"),
                                          int(settings.get("calibration_queries") or 0), (), lm, None, UsageMeter(),
-                                         None)
+                                         None, program=short)
         logger.info("calibration set: %d candidates graded with the shorter prompt (%.0f s)", graded,
                     time.perf_counter() - started)
         done.write_text(json.dumps([s.__dict__ for s in samples], indent=1) + "\n", encoding="utf-8")
@@ -194,8 +191,7 @@ def main() -> None:
         raise SystemExit(f"{missing} held-out candidates have no full-prompt judgment of {art.version} in the runs")
 
     fitted, calibration = refit(art, short, lm, args.work)
-    short_program = short.with_components(judge=fitted)
-    short_program.max_doc_chars = short.max_doc_chars
+    short_program = short.with_components(judge=fitted)  # a copy keeps the clip
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None):
         full_rows = judge_candidates(RelevanceJudge(art.program), art.version, candidates, corpus=corpus,
                                      log=full_log)
