@@ -78,10 +78,10 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
     cands = [c for c in cands if c.query_id in whole]
     out: dict[str, Any] = {"claims": len(whole), "candidates": len(cands)}
     rows = {}
+    coverage = new_cascade_coverage or ProduceConfig.model_fields["cascade_coverage"].default  # production's
     for name, (log, key, done, a) in sides.items():
         logged = [done[log_key(a.version, key, c)] for c in cands]  # every claim kept is judged whole in both
         cascade = None
-        coverage = new_cascade_coverage or ProduceConfig.model_fields["cascade_coverage"].default  # production's
         if name == "new" and new_cascade_grades is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 cascade = production_cascade(a.program, "margin", coverage=coverage,

@@ -287,7 +287,7 @@ def test_export_carries_the_judges_grades_for_every_positive_and_negative(tmp_pa
     original = load_artifact(art)
     cut = sorted(v[1] for v in stored.values())[len(stored) // 2]
     lower = derived_version(original, tmp_path / "artifacts",
-                     judge=original.program.state.judge.model_copy(update={"positive_threshold": cut}))
+                            judge=original.program.state.judge.model_copy(update={"positive_threshold": cut}))
     export_records(store, tmp_path / "r.jsonl", negatives="hard+easy", judge=lower)
     records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert records
