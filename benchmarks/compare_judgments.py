@@ -12,7 +12,10 @@ another grader's grades by ``syntra artifacts recalibrate --generator``, whose l
 STORE`` would have (a candidate the margin skips gets the cascade's label, not its logged grade's), so a log made
 on one engine build and cut with the cascade is compared with another build's full judge: what production's
 fastest settings cost in agreement, with no LM call; ``--new-cascade-own`` learns the margin as production does
-with no ``--cascade-grades``, from the other artifact's own calibration grades. Several ``--candidates`` files
+with no ``--cascade-grades``, from the other artifact's own calibration grades; ``--new-cascade-regrades JSONL``
+learns it from the lists of the ``--new-cascade-grades`` store graded again with the other artifact's prompt (rows of
+``query_id``, ``rank``, ``expected``; a list counts when all of its candidates were regraded), for a store graded with
+a prompt other than the one compared, which production refuses as ``--cascade-grades``. Several ``--candidates`` files
 (with the logs of each in ``--ref`` and ``--new``) compare samples of different claims pooled, the interval
 resampling all their claims.
 
@@ -43,14 +46,17 @@ Paths = Path | Sequence[Path]
 
 def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, ref_judge: str = "graded",
             new_judge: str = "graded", new_artifact: Path | None = None, new_cascade_grades: Path | None = None,
-            new_cascade_coverage: float | None = None, new_cascade_own: bool = False) -> dict[str, Any]:
+            new_cascade_coverage: float | None = None, new_cascade_own: bool = False,
+            new_cascade_regrades: Path | None = None) -> dict[str, Any]:
     from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.candidates import JudgedCandidate
+    from syntra_dspy.judging.cascade import GradedCandidate, JudgeCascade
     from syntra_dspy.judging.judge import RelevanceJudge
     from syntra_dspy.judging.measure import (JudgmentLog, log_key, paired_kappa_difference, recalibrated_rows,
                                              score_judge)
     from syntra_dspy.production.cascade import production_cascade
     from syntra_dspy.production.config import ProduceConfig
+    from syntra_dspy.production.store import RunStore
 
     def listed(paths: Paths) -> list[Path]:
         return [paths] if isinstance(paths, Path) else list(paths)
@@ -58,6 +64,8 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
     def log_rows(paths: Paths) -> dict[str, dict]:  # several samples' logs read as one (their keys hold the claim)
         return {k: row for path in listed(paths) for k, row in JudgmentLog(path).done.items()}
 
+    if new_cascade_regrades is not None and new_cascade_grades is None:
+        raise SystemExit("--new-cascade-regrades regrades the lists of a run store: give it with --new-cascade-grades")
     cands = [JudgedCandidate(**c) for path in listed(candidates_json)
              for c in json.loads(path.read_text(encoding="utf-8"))]
     if len({(c.query_id, c.doc_id) for c in cands}) < len(cands):
@@ -82,7 +90,16 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
     for name, (log, key, done, a) in sides.items():
         logged = [done[log_key(a.version, key, c)] for c in cands]  # every claim kept is judged whole in both
         cascade = None
-        if name == "new" and new_cascade_grades is not None:
+        if name == "new" and new_cascade_regrades is not None:
+            regrades = {(r["query_id"], r["rank"]): r["expected"] for r in map(
+                json.loads, new_cascade_regrades.read_text(encoding="utf-8").splitlines()) if r["expected"] is not None}
+            with tempfile.TemporaryDirectory() as tmp, RunStore.open(plain_store(new_cascade_grades, Path(tmp)),
+                                                                      readonly=True) as run:
+                lists = [[GradedCandidate(expected=e, cosine=c, lexical=b) for e, c, b in group]
+                         for group in run.graded_lists(regrades)]
+            cascade = JudgeCascade.margin(a.program.state.judge, lists, coverage=coverage, learned_from=(
+                f"run store {new_cascade_grades.name} regraded ({new_cascade_regrades.name})"))
+        elif name == "new" and new_cascade_grades is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 cascade = production_cascade(a.program, "margin", coverage=coverage,
                                              grades=plain_store(new_cascade_grades, Path(tmp)))
@@ -131,13 +148,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new-cascade-own", action="store_true",
                    help="label the other log as production's margin cascade learned from the artifact's own "
                         "calibration grades would (--judge-cascade margin without --cascade-grades)")
+    p.add_argument("--new-cascade-regrades", type=Path, default=None, metavar="JSONL",
+                   help="learn that margin from the store's lists graded again with the other artifact's prompt "
+                        "(rows of query_id, rank, expected)")
     p.add_argument("--new-cascade-coverage", type=float, default=None, metavar="SHARE",
                    help="the margin's coverage (default: production's --cascade-coverage default)")
     args = p.parse_args(argv)
     print(json.dumps(compare(args.artifact, args.candidates, args.ref, args.new, ref_judge=args.ref_judge,
                              new_judge=args.new_judge, new_artifact=args.new_artifact,
                              new_cascade_grades=args.new_cascade_grades,
-                             new_cascade_coverage=args.new_cascade_coverage, new_cascade_own=args.new_cascade_own),
+                             new_cascade_coverage=args.new_cascade_coverage, new_cascade_own=args.new_cascade_own,
+                             new_cascade_regrades=args.new_cascade_regrades),
                      indent=1, default=str))
     return 0
 

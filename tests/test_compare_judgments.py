@@ -91,3 +91,29 @@ def test_a_margin_learned_from_the_artifacts_own_calibration_grades_is_replayed_
     assert own["new"]["cascade"]["learned_from"] == "calibration samples" and own["new"]["cascade"]["lists"] == 15
     assert own["new"]["skipped"] == 334 and own["new"]["binary_kappa"] == 0.474
     assert own["paired_kappa_difference"]["difference"] == pytest.approx(-0.045, abs=5e-4)
+
+
+def test_a_margin_learned_from_a_stores_lists_regraded_with_the_other_prompt_gives_the_committed_replay(tmp_path):
+    """experiments/judge_guidance: the issue-day store's 324 production lists regraded with the guidance-free prompt
+    teach that judge's margin, which production refuses to learn from the store's own (issue-day) grades; the first
+    95 lists regraded gave the borderline figure before them."""
+    from benchmarks.compare_judgments import compare
+
+    guidance = REPO / "experiments/judge_guidance"
+    weighted = REPO / "benchmarks/results/judge_agreement_weighted/seed2"
+    store = REPO / "benchmarks/runs/scifact-hybrid-v2.db.gz"
+    regrades = guidance / "production-lists-noguidance.jsonl"
+    args = (ARTIFACT, [FRESH / "candidates.json", weighted / "candidates.json"],
+            [FRESH / "judgments.jsonl", weighted / "judgments.jsonl"], guidance / "judgments.jsonl")
+    kw = {"new_artifact": REPO / "artifacts/scifact/bfb6cfdf9e09", "new_cascade_grades": store}
+    out = compare(*args, **kw, new_cascade_regrades=regrades)
+    assert out["new"]["cascade"]["lists"] == 324 and "regraded" in out["new"]["cascade"]["learned_from"]
+    assert (out["new"]["skipped"], out["new"]["binary_kappa"]) == (135, 0.507)
+    assert out["paired_kappa_difference"]["difference"] == pytest.approx(-0.0125, abs=5e-4)
+    first = tmp_path / "first-95-lists.jsonl"  # the rows graded by the first deadline
+    first.write_text("".join(regrades.read_text(encoding="utf-8").splitlines(keepends=True)[:763]), encoding="utf-8")
+    early = compare(*args, **kw, new_cascade_regrades=first)
+    assert (early["new"]["cascade"]["lists"], early["new"]["skipped"], early["new"]["binary_kappa"]) == (95, 167, 0.501)
+    assert early["paired_kappa_difference"]["difference"] == pytest.approx(-0.018, abs=5e-4)
+    with pytest.raises(SystemExit, match="--new-cascade-grades"):
+        compare(*args, new_artifact=kw["new_artifact"], new_cascade_regrades=regrades)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
@@ -542,18 +542,30 @@ class RunStore:
                     "probs": None if p0 is None else [p0, p1, p2, p3], "bm25": bm25, "cosine": cosine}
         return out
 
-    def graded_lists(self) -> list[list[tuple[float, float, float | None]]]:
+    def graded_lists(self, regrades: Mapping[tuple[str, int], float] | None = None
+                     ) -> list[list[tuple[float, float, float | None]]]:
         """``(E, cosine, BM25 score)`` of every candidate of each query whose candidates were all graded, in plan
-        order: what a judge cascade's margin can be learned from without reference labels."""
+        order: what a judge cascade's margin can be learned from without reference labels.
+
+        ``regrades`` (E by query id and candidate rank) replaces the store's grades: the same production lists
+        graded again with another prompt, whose margin is that prompt's; a list counts when every candidate of it
+        was regraded."""
         if not self.has_table("grades"):
             return []
         lexical = "g.lexical" if self.has_column("grades", "lexical") else "NULL"
+        skips = ""
+        if regrades is not None and self.has_table("judge_skips"):  # a skipped candidate's BM25 score is kept there
+            lexical = f"COALESCE({lexical}, s.lexical)"
+            skips = "LEFT JOIN judge_skips s ON s.query_id = c.query_id AND s.rank = c.rank "
         rows = self._conn.execute(
-            f"SELECT c.query_id, g.expected, c.score, {lexical} FROM candidates c JOIN queries q USING (query_id) "
-            "JOIN documents d ON d.doc_id = q.doc_id LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank "
+            f"SELECT c.query_id, c.rank, g.expected, c.score, {lexical} FROM candidates c JOIN queries q "
+            "USING (query_id) JOIN documents d ON d.doc_id = q.doc_id "
+            f"LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank {skips}"
             "ORDER BY d.position, q.position, c.rank")
         lists: dict[str, list[tuple[float, float, float | None]] | None] = {}
-        for qid, expected, cosine, bm25 in rows:
+        for qid, rank, expected, cosine, bm25 in rows:
+            if regrades is not None:
+                expected = regrades.get((qid, rank))
             found = lists.setdefault(qid, [])
             if expected is None or found is None:
                 lists[qid] = None  # not every candidate graded: not a whole list
