@@ -55,6 +55,20 @@ def test_the_store_keeps_each_skip_with_its_rule_class_range_and_bm25_score(tmp_
     assert "cascade    1 of 3 grading calls skipped (33%) (lossless: hard_negative 1)" in format_stats(stats)
 
 
+def test_regrades_of_a_stores_lists_replace_its_grades_and_count_only_lists_regraded_whole(tmp_path):
+    """A margin for another prompt is learned from the same production lists graded again with it: the store's own
+    grades (and its skips) are then beside the point, and a list missing one regrade is not a whole list."""
+    path = tmp_path / "run.db"
+    with RunStore.open(path) as run:
+        run.plan(["d1", "d4"])
+        session = run.begin_session(concurrency=1, generator={}, options={})
+        run.commit(_result("d1"), session)
+        run.commit(_result("d4"), session)
+        regrades = {("d1#q0", 0): 2.5, ("d1#q0", 1): 0.25, ("d1#q0", 2): 1.0, ("d4#q0", 0): 3.0, ("d4#q0", 2): 0.0}
+        assert run.graded_lists(regrades) == [[(2.5, 0.9, 12.0), (0.25, 0.4, 4.0), (1.0, 0.3, 2.0)]]
+        assert run.graded_lists() == []  # its own grades: each list has a skipped candidate
+
+
 def test_a_retry_replaces_the_skips_of_the_queries_it_redoes(tmp_path):
     path = tmp_path / "run.db"
     with RunStore.open(path) as run:
@@ -134,7 +148,7 @@ def test_the_lossless_cascade_changes_no_label_of_a_scripted_run(tmp_path_factor
 
 
 def test_a_margin_is_learned_from_an_earlier_sessions_grades_when_the_artifact_keeps_none(tmp_path_factory, minilm,
-                                                                                         tmp_path):
+                                                                                         tmp_path, caplog):
     art, index = _wide_grade_artifact(tmp_path_factory)  # its calibration keeps no graded samples
     store = tmp_path / "run.db"
     settings = {"index_dir": index, "encoder": minilm, "progress": False, "queries_per_doc": 2, "top_k": 5}
@@ -155,6 +169,8 @@ def test_a_margin_is_learned_from_an_earlier_sessions_grades_when_the_artifact_k
     with sqlite3.connect(fresh) as conn:
         judge = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'judge'").fetchone()[0])
     assert judge["cascade"]["learned_from"] == "run store run.db" and judge["cascade"]["lists"] == lists
+    # a margin from few lists is used, with the measured cost of a short teacher beside it
+    assert f"learned from {lists} production lists (run store run.db)" in caplog.text
     other = tmp_path / "other.db"
     with RunStore.open(other) as run:
         run.set_meta(artifact={"prompts_sha256": {"grade": "another prompt"}})
