@@ -97,8 +97,11 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
                                                                       readonly=True) as run:
                 lists = [[GradedCandidate(expected=e, cosine=c, lexical=b) for e, c, b in group]
                          for group in run.graded_lists(regrades)]
-            cascade = JudgeCascade.margin(a.program.state.judge, lists, coverage=coverage, learned_from=(
-                f"run store {new_cascade_grades.name} regraded ({new_cascade_regrades.name})"))
+            try:
+                cascade = JudgeCascade.margin(a.program.state.judge, lists, coverage=coverage, learned_from=(
+                    f"run store {new_cascade_grades.name} regraded ({new_cascade_regrades.name})"))
+            except ValueError as exc:  # too few lists regraded whole
+                raise SystemExit(f"--new-cascade-regrades: {exc}") from None
         elif name == "new" and new_cascade_grades is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 cascade = production_cascade(a.program, "margin", coverage=coverage,

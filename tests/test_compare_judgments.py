@@ -117,3 +117,7 @@ def test_a_margin_learned_from_a_stores_lists_regraded_with_the_other_prompt_giv
     assert early["paired_kappa_difference"]["difference"] == pytest.approx(-0.018, abs=5e-4)
     with pytest.raises(SystemExit, match="--new-cascade-grades"):
         compare(*args, new_artifact=kw["new_artifact"], new_cascade_regrades=regrades)
+    few = tmp_path / "few-lists.jsonl"  # the first two lists: too few to learn a margin from
+    few.write_text("".join(regrades.read_text(encoding="utf-8").splitlines(keepends=True)[:16]), encoding="utf-8")
+    with pytest.raises(SystemExit, match="--new-cascade-regrades: a margin needs the grades of at least"):
+        compare(*args, **kw, new_cascade_regrades=few)
