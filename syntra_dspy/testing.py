@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM, TokenDistribution
+from syntra_dspy.programs.compact_format import compact_inputs
 from syntra_dspy.optimizers.query_measures import COPYING
 
 GUIDANCE_MARK = "Prefer relationships stated as findings."
@@ -47,8 +48,9 @@ _STOP = {"that", "with", "from", "this", "were", "have", "been", "does", "what",
 
 
 def fields_of(text: str) -> dict[str, str]:
-    """Input fields of a JSONAdapter/ChatAdapter user message, by name."""
-    return {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text)}
+    """Input fields of a JSONAdapter/ChatAdapter user message, or of the compact format's, by name."""
+    marked = {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text)}
+    return marked or compact_inputs(text)
 
 
 def content_words(text: str) -> set[str]:

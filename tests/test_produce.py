@@ -224,6 +224,29 @@ def test_planner_code_makes_no_plan_call_and_spreads_identifiers_and_options(min
         assert len(set(options)) > 1  # the options turn from one blueprint to the next
 
 
+def test_the_compact_prompt_format_sends_fewer_tokens_for_the_same_records(mini, minilm, tmp_path):
+    """The scripted brain reads the same inputs in either format, so the records are the same; the writing steps'
+    prompts are shorter, the judge's the same."""
+    stores = {fmt: tmp_path / f"{fmt}.db" for fmt in ("json", "compact")}
+    lms = {fmt: run(mini, minilm, store, docs=3, concurrency=1, prompt_format=fmt)[1] for fmt, store in stores.items()}
+    for fmt, store in stores.items():
+        export_records(store, tmp_path / f"{fmt}.jsonl")
+    records = {fmt: (tmp_path / f"{fmt}.jsonl").read_bytes() for fmt in stores}
+    assert records["compact"] == records["json"] and records["json"].count(b"\n") >= 3
+    usage = {fmt: RunStore.open(store, readonly=True).usage() for fmt, store in stores.items()}
+    for step in ("extract", "plan", "write"):
+        assert usage["compact"][step]["calls"] == usage["json"][step]["calls"]
+        assert usage["compact"][step]["prompt_tokens"] < 0.8 * usage["json"][step]["prompt_tokens"], step
+    assert [usage["compact"]["annotate"][k] for k in ("calls", "prompt_tokens")] == [
+        usage["json"]["annotate"][k] for k in ("calls", "prompt_tokens")]
+    (options,), = rows(stores["compact"], "SELECT options FROM sessions")
+    assert json.loads(options)["prompt_format"] == "compact"
+    judged = [c for c in lms["compact"].calls if c.output_fields == ("judgements",)]
+    written = [c for c in lms["compact"].calls if c.output_fields != ("judgements",)]
+    assert judged and all(c.system.startswith("Your input fields are:") for c in judged)  # as its κ was measured
+    assert written and all("[[ ##" not in c.system and "\n## Answer\nOne JSON object: {" in c.system for c in written)
+
+
 def test_the_lm_planner_is_the_default(baseline):
     (options,), = rows(baseline[0], "SELECT options FROM sessions")
     assert json.loads(options)["planner"] == "lm"

@@ -11,7 +11,7 @@ from syntra_dspy.cli._args import count_or_all, positive_int, positive_seconds, 
 from syntra_dspy.cli._settings import add_settings, given_settings
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.judging.settings import CASCADE_MODES
-from syntra_dspy.production.config import PlannerMode, ProduceConfig
+from syntra_dspy.production.config import PlannerMode, ProduceConfig, PromptFormat
 from syntra_dspy.production.ray_cluster import RayOptions
 from syntra_dspy.retrieval.corpus import FORMATS
 from syntra_dspy.task import CandidateSource
@@ -35,6 +35,7 @@ _SETTINGS = (
     ("--copy-guard", "copy_guard", {"type": positive_int, "metavar": "N"}),
     ("--question-guard", "question_guard", {"action": argparse.BooleanOptionalAction}),
     ("--planner", "planner", {"choices": get_args(PlannerMode)}),
+    ("--prompt-format", "prompt_format", {"choices": get_args(PromptFormat)}),
     ("--judge-cascade", "judge_cascade", {"choices": CASCADE_MODES}),
     ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
     ("--cascade-grades", "cascade_grades", {"type": Path, "metavar": "RUN.db"}),

@@ -21,6 +21,9 @@ import dspy
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from syntra_dspy.programs.compact_format import sketched_fields
+
+
 @dataclass(frozen=True)
 class TokenDistribution:
     """A scripted one-token answer given as first-token probabilities, ``{token: p}``: the answer is the most
@@ -88,6 +91,9 @@ def parse_output_fields(
         props = response_format["schema"].get("properties")
         if isinstance(props, dict) and props:
             return tuple(props)
+    sketched = sketched_fields(system)  # the compact format (syntra_dspy.programs.compact_format)
+    if sketched:
+        return sketched
     section = _OUTPUT_SECTION.search(system)
     if section:
         names = _NUMBERED_FIELD.findall(section.group(1))

@@ -34,6 +34,8 @@ DEFAULT_DOCS = 10
 EMBEDDED_CONCURRENCY, SERVED_CONCURRENCY = 1, 4
 #: Who plans a document's blueprints (:attr:`ProduceConfig.planner`).
 PlannerMode = Literal["lm", "code"]
+#: How the JSON steps' prompts are written (:attr:`ProduceConfig.prompt_format`).
+PromptFormat = Literal["json", "compact"]
 
 
 class ProduceConfig(SettingsModel):
@@ -77,6 +79,11 @@ class ProduceConfig(SettingsModel):
         "from): lm (the planner call, as the artifact was compiled); code (no call: identifiers in turn, every "
         "dimension's option turned from one blueprint to the next, never a repeat: the LM time of the plan "
         "call saved)"))
+    prompt_format: PromptFormat = Field("json", description=(
+        "how the JSON steps' prompts (extract, plan, write, rewrite) are written: json (DSPy's JSONAdapter, as the "
+        "artifact records them); compact (the same instructions with a one-line sketch of the answer's shape and "
+        "the inputs as 'Name: value': about half the structure text; the schema still goes with each request). "
+        "The grading call has its own short format either way"))
     # which candidates the graded judge may leave unasked (syntra_dspy.judging.cascade)
     judge_cascade: CascadeMode = Field("off", description=(
         "which candidates a graded judge leaves unasked: off; lossless (those whose label no grade in [0, 3] could "
@@ -171,3 +178,4 @@ class UnitSettings:
     copy_guard: int | None = None  # greedy write calls decoded without N-word copies (ProduceConfig.copy_guard)
     question_guard: bool = False  # rewrites decoded without questions (ProduceConfig.question_guard)
     planner: PlannerMode = "lm"  # who plans the blueprints: the LM's plan call or code (ProduceConfig.planner)
+    prompt_format: PromptFormat = "json"  # how the JSON steps' prompts are written (ProduceConfig.prompt_format)

@@ -33,7 +33,7 @@ from syntra_dspy.errors import (
 )
 from syntra_dspy.retrieval.corpus import Corpus
 from syntra_dspy.lm.usage import UsageMeter, submit_in_context
-from syntra_dspy.production.config import UnitSettings
+from syntra_dspy.production.config import PromptFormat, UnitSettings
 from syntra_dspy.production.units import (
     Candidate,
     DocumentResult,
@@ -45,6 +45,7 @@ from syntra_dspy.production.units import (
 )
 from syntra_dspy.judging.judge import Candidate as JudgeCandidate
 from syntra_dspy.judging.judge import Judgment, RelevanceJudge
+from syntra_dspy.programs.compact_format import CompactJSONAdapter
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.programs.translation import QueryTranslator
 from syntra_dspy.redact import redact
@@ -366,10 +367,12 @@ class DocumentPipeline:
             return self.judge.judge(query, chunk)
 
 
-def production_context(lm: dspy.LM) -> AbstractContextManager:
-    """The DSPy settings every document runs under. No trace or LM history: a run makes hundreds of thousands of
-    calls, and the store keeps what matters."""
-    return dspy.context(lm=lm, adapter=dspy.JSONAdapter(), trace=None, disable_history=True)
+def production_context(lm: dspy.LM, prompt_format: PromptFormat = "json") -> AbstractContextManager:
+    """The DSPy settings every document runs under: the JSON steps' adapter (``prompt_format``: DSPy's JSONAdapter,
+    or the compact one), no trace or LM history (a run makes hundreds of thousands of calls, and the store keeps
+    what matters). The grading call sets its own adapter."""
+    adapter = CompactJSONAdapter() if prompt_format == "compact" else dspy.JSONAdapter()
+    return dspy.context(lm=lm, adapter=adapter, trace=None, disable_history=True)
 
 
 def build_pipeline(inputs: ProductionInputs, judge: RelevanceJudge, *, slots: AbstractContextManager,

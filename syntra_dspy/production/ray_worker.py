@@ -101,7 +101,7 @@ class DocumentWorker:
 
     def run(self, doc_id: str, resample: int = 0, kept: KeptWork | None = None) -> DocumentResult:
         """One document, as the driver's thread pool would run it."""
-        with production_context(self.lm):
+        with production_context(self.lm, self.pipeline.settings.prompt_format):
             return self.pipeline.run(doc_id, resample, kept)
 
     def info(self) -> dict[str, Any]:

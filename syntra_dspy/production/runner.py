@@ -247,7 +247,7 @@ def produce(artifact_path: str | Path, store: str | Path, config: ProduceConfig 
                 # what the generator may answer, per session: a resumed run may change them
                 "max_identifiers": inputs.settings.max_identifiers, "hide_copied": inputs.settings.hide_copied,
                 "copy_guard": inputs.settings.copy_guard, "question_guard": inputs.settings.question_guard,
-                "planner": inputs.settings.planner,
+                "planner": inputs.settings.planner, "prompt_format": inputs.settings.prompt_format,
                 # which the judge's prompt showed first, per session (the artifact's calibration says which)
                 "grade_order": judge.grade_order,
                 "todo": len(todo), "resampled": sum(1 for _, r, _ in todo if r), "code": code_version(),
@@ -320,7 +320,7 @@ def _execute(run: RunStore, session: int, inputs: ProductionInputs, lm: dspy.LM,
     status, stopping = "completed", False
     fatal: BaseException | None = None
     try:
-        with ledger, production_context(lm):
+        with ledger, production_context(lm, inputs.settings.prompt_format):
             def fill() -> None:
                 while not stopping and len(inflight) < 3 * concurrency:
                     unit = next(pending, None)

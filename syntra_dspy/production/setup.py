@@ -166,7 +166,8 @@ def unit_settings(config: ProduceConfig, artifact: Artifact, documents: int) -> 
     identifiers = None if config.max_identifiers == "all" else config.max_identifiers
     return UnitSettings(config.queries_per_doc, top_k, chunk, source, max_identifiers=identifiers,
                         hide_copied=config.hide_copied, copy_guard=config.copy_guard,
-                        question_guard=config.question_guard, planner=config.planner)
+                        question_guard=config.question_guard, planner=config.planner,
+                        prompt_format=config.prompt_format)
 
 
 def _recorded_sampling(meta: Manifest) -> dict[str, Any]:

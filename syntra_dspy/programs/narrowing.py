@@ -25,6 +25,7 @@ from typing import Any, get_args
 import dspy
 import pydantic
 
+from syntra_dspy.programs.compact_format import CompactJSONAdapter
 from syntra_dspy.programs.validation import Features
 from syntra_dspy.signatures.types import Identifier
 
@@ -85,7 +86,7 @@ def _narrowed_model(model: type[pydantic.BaseModel], fields: Mapping[str, dict[s
 
 class NarrowedJSONAdapter(dspy.JSONAdapter):
     """DSPy's JSONAdapter with some output fields' schemas replaced or marked in the request (the prompt is
-    untouched)."""
+    untouched); the compact format's subclass below keeps its own prompt."""
 
     def __init__(self, fields: Mapping[str, dict[str, Any]], marks: Mapping[str, dict[str, Any]] | None = None,
                  **kwargs: Any) -> None:
@@ -101,19 +102,29 @@ class NarrowedJSONAdapter(dspy.JSONAdapter):
             lm_kwargs["response_format"] = _narrowed_model(fmt, self.fields, self.marks)
 
 
+class NarrowedCompactJSONAdapter(NarrowedJSONAdapter, CompactJSONAdapter):
+    """:class:`NarrowedJSONAdapter` requests with the compact format's prompt."""
+
+
+#: The adapters whose requests can be narrowed, and the narrowing adapter of each: the prompt stays the one in use.
+_NARROWING = {dspy.JSONAdapter: NarrowedJSONAdapter, CompactJSONAdapter: NarrowedCompactJSONAdapter}
+
+
 @contextmanager
 def narrowed_outputs(fields: Mapping[str, dict[str, Any]],
                      marks: Mapping[str, dict[str, Any]] | None = None) -> Iterator[None]:
     """Within the block, calls made through DSPy's JSONAdapter to an engine that ``narrows_schemas`` send ``fields``'
     schemas in place of the signature's, and the signature's own schema with ``marks`` added for the fields they
-    name (e.g. :func:`~syntra_dspy.copying.copy_guard_mark`). Any other adapter in use is left as it is: it sends no
-    schema, or one its user chose."""
+    name (e.g. :func:`~syntra_dspy.copying.copy_guard_mark`); so do calls through the compact format
+    (:class:`~syntra_dspy.programs.compact_format.CompactJSONAdapter`), with its prompt. Any other adapter in use is
+    left as it is: it sends no schema, or one its user chose."""
     adapter = dspy.settings.adapter
-    if not (fields or marks) or type(adapter) is not dspy.JSONAdapter:
+    kind = _NARROWING.get(type(adapter))
+    if not (fields or marks) or kind is None:
         yield
         return
-    narrowing = NarrowedJSONAdapter(fields, marks, callbacks=adapter.callbacks,
-                                    use_native_function_calling=adapter.use_native_function_calling,
-                                    parallel_tool_calls=getattr(adapter, "parallel_tool_calls", None))
+    narrowing = kind(fields, marks, callbacks=adapter.callbacks,
+                     use_native_function_calling=adapter.use_native_function_calling,
+                     parallel_tool_calls=getattr(adapter, "parallel_tool_calls", None))
     with dspy.context(adapter=narrowing):
         yield

@@ -16,6 +16,7 @@ from syntra_dspy.errors import BlueprintsIncomplete, LMOutputError, QueriesIncom
 from syntra_dspy.languages import cjk_share, language_name, left_cjk_words
 from syntra_dspy.programs import context as ctx
 from syntra_dspy.programs.components import STEP_NAMES, ComponentState, ProgramComponents
+from syntra_dspy.programs.compact_format import judged_as_recorded
 from syntra_dspy.judging.grading import DigitLabelAdapter, Grade, ask_digit
 from syntra_dspy.judging.judge import Candidate, RelevanceJudge
 from syntra_dspy.judging.settings import DEFAULT_GRADE_ORDER, GradeOrder
@@ -554,8 +555,9 @@ class SynthesisProgram(dspy.Module):
             # The token budget grows with the candidates: a model looping inside the list is cut early, and
             # the labels it completed before the loop are recovered from the raw text.
             try:
-                pred = self.annotate(query=query, candidates=shown, retry_note=note,
-                                     config={**config, "max_tokens": 40 + 30 * len(candidates)})
+                with judged_as_recorded():
+                    pred = self.annotate(query=query, candidates=shown, retry_note=note,
+                                         config={**config, "max_tokens": 40 + 30 * len(candidates)})
                 judgements = pred.judgements or []
             except dspy.utils.exceptions.AdapterParseError as exc:
                 judgements = salvage_labels(exc.lm_response or "")
