@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM, TokenDistribution
-from syntra_dspy.programs.compact_format import compact_inputs
+from syntra_dspy.lm.compact_layout import compact_inputs
 from syntra_dspy.optimizers.query_measures import COPYING
 
 GUIDANCE_MARK = "Prefer relationships stated as findings."

@@ -8,13 +8,9 @@ import json
 import dspy
 import pytest
 
+from syntra_dspy.lm.compact_layout import compact_inputs, sketched_fields
 from syntra_dspy.lm.scripted import ScriptedLM
-from syntra_dspy.programs.compact_format import (
-    CompactJSONAdapter,
-    compact_inputs,
-    schema_sketch,
-    sketched_fields,
-)
+from syntra_dspy.programs.compact_format import CompactJSONAdapter, schema_sketch
 from syntra_dspy.programs.narrowing import narrowed_outputs
 from syntra_dspy.programs.synthesis import SynthesisProgram
 from syntra_dspy.query_form import QUESTION_GUARD_KEY

@@ -21,7 +21,7 @@ import dspy
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from syntra_dspy.programs.compact_format import sketched_fields
+from syntra_dspy.lm.compact_layout import sketched_fields
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def parse_output_fields(
         props = response_format["schema"].get("properties")
         if isinstance(props, dict) and props:
             return tuple(props)
-    sketched = sketched_fields(system)  # the compact format (syntra_dspy.programs.compact_format)
+    sketched = sketched_fields(system)  # the compact format (syntra_dspy.lm.compact_layout)
     if sketched:
         return sketched
     section = _OUTPUT_SECTION.search(system)

@@ -12,13 +12,13 @@ The artifact's instructions are the same in both formats; only the text around t
 recorded prompts (and their hashes) stay those of the JSON format and a run records which format each session used
 (``syntra produce --prompt-format``). Opt-in: it changes what the writer reads, so its answers may differ. The
 judge keeps its prompt: the grading call has its own format, and the written judge's annotate call is made through
-DSPy's JSONAdapter under either format (:func:`judged_as_recorded`).
+DSPy's JSONAdapter under either format (:func:`judged_as_recorded`). :mod:`syntra_dspy.lm.compact_layout` holds the
+layout's markers and reads a compact prompt back, for stand-in LMs.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,16 +27,7 @@ import dspy
 import pydantic
 from dspy.adapters.utils import format_field_value, serialize_for_json
 
-#: The line that opens the answer's sketch in the system message (read back by :func:`sketched_fields`).
-ANSWER_LEAD = "One JSON object: "
-_SKETCH = re.compile(r"^" + re.escape(ANSWER_LEAD) + r"(\{.*\})$", re.MULTILINE)
-# An input starts a paragraph with its label (a capitalised field name) and a colon.
-_INPUT = re.compile(r"(?:\A|\n\n)([A-Z][a-z0-9]*(?: [a-z0-9]+)*): ")
-
-
-def _label(name: str) -> str:
-    return name.replace("_", " ").capitalize()
-
+from syntra_dspy.lm.compact_layout import ANSWER_LEAD, input_label
 
 def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
@@ -103,7 +94,7 @@ class CompactJSONAdapter(dspy.JSONAdapter):
             value = inputs.get(name)
             if value is None or (isinstance(value, str) and not value.strip()):
                 continue  # an empty input (no retry note) says nothing: left out
-            parts.append(f"{_label(name)}: {format_field_value(field_info=field, value=value)}")
+            parts.append(f"{input_label(name)}: {format_field_value(field_info=field, value=value)}")
         if suffix:
             parts.append(suffix)
         return "\n\n".join(parts).strip()
@@ -125,38 +116,3 @@ def judged_as_recorded() -> Iterator[None]:
     with dspy.context(adapter=dspy.JSONAdapter(callbacks=adapter.callbacks,
                                                use_native_function_calling=adapter.use_native_function_calling)):
         yield
-
-
-def sketched_fields(system: str) -> tuple[str, ...]:
-    """The output field names of a compact system message's sketch (its top-level keys); () if it has none. For
-    stand-in LMs that answer by field name."""
-    match = _SKETCH.search(system)
-    if not match:
-        return ()
-    names, depth, quoted, escaped, start = [], 0, False, False, None
-    text = match.group(1)
-    for i, char in enumerate(text):
-        if quoted:
-            if escaped or char == "\\":
-                escaped = not escaped
-                continue
-            if char == '"':
-                quoted = False
-                if depth == 1 and start is not None and text[i + 1:i + 2] == ":":
-                    names.append(text[start:i])
-                start = None
-        elif char == '"':
-            quoted, start = True, i + 1
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-    return tuple(names)
-
-
-def compact_inputs(user: str) -> dict[str, str]:
-    """A compact user message's inputs by field name (``Retry note: ...`` -> ``retry_note``). For stand-in LMs; a
-    value that itself holds a blank line followed by ``Word: `` would be split there."""
-    marks = list(_INPUT.finditer(user))
-    return {m.group(1).lower().replace(" ", "_"): user[m.end():marks[i + 1].start() if i + 1 < len(marks) else None]
-            .strip() for i, m in enumerate(marks)}
