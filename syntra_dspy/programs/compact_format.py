@@ -29,6 +29,7 @@ from dspy.adapters.utils import format_field_value, serialize_for_json
 
 from syntra_dspy.lm.compact_layout import ANSWER_LEAD, input_label
 
+
 def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     return defs[ref.rsplit("/", 1)[-1]] if isinstance(ref, str) and ref.rsplit("/", 1)[-1] in defs else schema
