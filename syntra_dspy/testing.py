@@ -32,8 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM, TokenDistribution
 from syntra_dspy.lm.compact_layout import compact_inputs
+from syntra_dspy.lm.scripted import ScriptedCall, ScriptedLM, TokenDistribution
 from syntra_dspy.optimizers.query_measures import COPYING
 
 GUIDANCE_MARK = "Prefer relationships stated as findings."

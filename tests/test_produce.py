@@ -233,7 +233,10 @@ def test_the_compact_prompt_format_sends_fewer_tokens_for_the_same_records(mini,
         export_records(store, tmp_path / f"{fmt}.jsonl")
     records = {fmt: (tmp_path / f"{fmt}.jsonl").read_bytes() for fmt in stores}
     assert records["compact"] == records["json"] and records["json"].count(b"\n") >= 3
-    usage = {fmt: RunStore.open(store, readonly=True).usage() for fmt, store in stores.items()}
+    usage = {}
+    for fmt, store in stores.items():
+        with RunStore.open(store, readonly=True) as r:
+            usage[fmt] = r.usage()
     for step in ("extract", "plan", "write"):
         assert usage["compact"][step]["calls"] == usage["json"][step]["calls"]
         assert usage["compact"][step]["prompt_tokens"] < 0.8 * usage["json"][step]["prompt_tokens"], step
