@@ -47,3 +47,20 @@ def store(produced, tmp_path) -> Path:
     copy = tmp_path / "run.db"
     shutil.copyfile(produced[0], copy)
     return copy
+
+
+@pytest.fixture
+def disk_fills_when_a_session_begins(monkeypatch) -> None:
+    """The disk is full from the moment production opens its session (SQLite's ``max_page_count`` gives the same
+    'database or disk is full' error a full disk does); ``monkeypatch.undo()`` frees it again."""
+    from syntra_dspy.production.store import RunStore
+
+    original = RunStore.begin_session
+
+    def then_fill_the_disk(self, **kw):
+        session = original(self, **kw)
+        pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+        self._conn.execute(f"PRAGMA max_page_count = {pages}")
+        return session
+
+    monkeypatch.setattr(RunStore, "begin_session", then_fill_the_disk)

@@ -102,18 +102,9 @@ def test_readers_work_while_a_writer_holds_the_lock(store):
             assert reader.document_counts()["done"] == 2
 
 
-def test_disk_full_during_produce_is_a_clear_error_and_keeps_the_store(mini, minilm, store, monkeypatch, capsys):
-    """SQLite reports a full disk as 'database or disk is full'; max_page_count gives the same error."""
+def test_disk_full_during_produce_is_a_clear_error_and_keeps_the_store(mini, minilm, store, monkeypatch, capsys,
+                                                                        disk_fills_when_a_session_begins):
     art, index = mini
-    original = RunStore.begin_session
-
-    def then_fill_the_disk(self, **kw):
-        session = original(self, **kw)
-        pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
-        self._conn.execute(f"PRAGMA max_page_count = {pages}")
-        return session
-
-    monkeypatch.setattr(RunStore, "begin_session", then_fill_the_disk)
     with pytest.raises(StoreError, match="disk is full") as raised:
         produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm,
                 progress=False, docs=4, **SMALL)

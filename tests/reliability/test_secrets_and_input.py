@@ -225,17 +225,9 @@ class SlowBrain(SyntraBrain):
         return super().__call__(call)
 
 
-def test_documents_abandoned_by_a_full_disk_are_logged_as_left_pending(mini, minilm, store, monkeypatch, caplog):
+def test_documents_abandoned_by_a_full_disk_are_logged_as_left_pending(mini, minilm, store, monkeypatch, caplog,
+                                                                        disk_fills_when_a_session_begins):
     art, index = mini
-    original = RunStore.begin_session
-
-    def then_fill_the_disk(self, **kw):
-        session = original(self, **kw)
-        pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
-        self._conn.execute(f"PRAGMA max_page_count = {pages}")
-        return session
-
-    monkeypatch.setattr(RunStore, "begin_session", then_fill_the_disk)
     with caplog.at_level(logging.INFO, logger="syntra_dspy"):
         with pytest.raises(StoreError, match="disk is full"):
             produce(art, store, generator=scripted_lm(SlowBrain()), index_dir=index, encoder=minilm,
