@@ -105,13 +105,14 @@ def agreement_lists(folder: Path, version: str) -> list[Listed]:
 
 
 def calibration_samples(lists: Sequence[Listed]) -> list[CalibrationSample]:
-    return [CalibrationSample(l.query_id, g.expected, c.cosine, gold, "retrieved" if c.listed else "control",  # type: ignore[arg-type]
-                              listed=c.listed, lexical=c.lexical)
+    return [CalibrationSample(l.query_id, g.expected, c.cosine, gold,  # type: ignore[arg-type]
+                              "retrieved" if c.listed else "control", listed=c.listed, lexical=c.lexical)
             for l in lists for c, g, gold in zip(l.candidates, l.grades, l.gold)]
 
 
 def graded_lists(lists: Sequence[Listed]) -> list[list[GradedCandidate]]:
-    return [[GradedCandidate(expected=g.expected, cosine=c.cosine, lexical=c.lexical, listed=c.listed)  # type: ignore[arg-type]
+    return [[GradedCandidate(expected=g.expected, cosine=c.cosine, lexical=c.lexical,  # type: ignore[arg-type]
+                             listed=c.listed)
              for c, g in zip(l.candidates, l.grades)] for l in lists]
 
 
@@ -196,8 +197,8 @@ def write_rejections(run: RunStore, artifact: Any) -> dict[str, Any]:
     program = artifact.program
     form = QueryForm.from_examples([ex.query for ex in program.state.examples])
     rewritten: Counter[str] = Counter()
-    for restated, text in run.rows("SELECT q.restated_from, t.content FROM queries q JOIN texts t ON t.doc_id = q.doc_id "
-                                   "WHERE q.restated_from IS NOT NULL"):
+    for restated, text in run.rows("SELECT q.restated_from, t.content FROM queries q JOIN texts t "
+                                   "ON t.doc_id = q.doc_id WHERE q.restated_from IS NOT NULL"):
         problem = query_problem(restated, language=program.query_language(), document=text, form=form)
         rewritten[problem.kind if problem is not None else "passes today's checks"] += 1
     failed: Counter[str] = Counter()
@@ -250,7 +251,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                          "store": replay(cal, cascade, lists), "heldout": replay(cal, cascade, tested),
                          **{f"heldout {k}": replay(cal, cascade, v) for k, v in held.items()}}
     return {"artifact": f"{artifact.task}/{artifact.version}", "feature": calibration.feature,
-            "store": _shown(args.store), "heldout": [_shown(f) for f in args.heldout], "learn_on": _shown(args.learn_on),
+            "store": _shown(args.store), "heldout": [_shown(f) for f in args.heldout],
+            "learn_on": _shown(args.learn_on),
             "relabel_mismatches": mismatched, "lm_time": time, "write": writing, "rules": results,
             "lossless_bound": {"store": own_class_fixed(calibration, lists),
                                "heldout": own_class_fixed(calibration, tested)},

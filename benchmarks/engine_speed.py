@@ -5,7 +5,7 @@ cleared in between (prompt tokens/s), and (2) generate 96 tokens greedily after 
 (generated tokens/s). Reports medians, the build's CMake flags and whether the library holds AMX or AVX-512
 instructions, and the reference figures from the offline-models notes for the same kind of machine.
 
-    python benchmarks/engine_speed.py                     # both models; writes benchmarks/results/engine_speed/README.md
+    python benchmarks/engine_speed.py                    # both models; writes benchmarks/results/engine_speed/README.md
     python benchmarks/engine_speed.py --models qwen2.5-coder-0.5b --no-write
 
 Every faster build the setup installed beside the portable one (``<venv>/llama-cpp-variants/``, loaded through

@@ -133,7 +133,8 @@ def main() -> int:
     program = inputs.artifact.program
     judges = {f"graded, compiled calibration ({compiled})": relabel(rows_of("graded", candidates), candidates,
                                                                     program, program.state.judge)}
-    names = {"expected": "E alone", "fused": "E + cosine (fused)", "relative": "fused + standing in the list (relative)",
+    names = {"expected": "E alone", "fused": "E + cosine (fused)",
+             "relative": "fused + standing in the list (relative)",
              "hybrid": "relative + BM25 and its standing (hybrid)"}
     for feature, label in names.items():
         if feature == "hybrid" and any(s.lexical is None for s in samples):
@@ -182,7 +183,8 @@ def main() -> int:
 def render_variants(title: str, judges: dict, comparisons: dict | None = None) -> str:
     fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
     lines = ["", f"## {title}", "",
-             "| judge | binary κ | pos. precision | pos. recall | 3-class κ | AUC of E | s/candidate | predicted pos/hard/easy |",
+             "| judge | binary κ | pos. precision | pos. recall | 3-class κ | AUC of E | s/candidate | "
+             "predicted pos/hard/easy |",
              "|---|---|---|---|---|---|---|---|"]
     for name, v in judges.items():
         b, pred = v["binary"], v["predicted"]
@@ -192,7 +194,8 @@ def render_variants(title: str, judges: dict, comparisons: dict | None = None) -
                      f"{fmt(v['three_class']['kappa'])} | {fmt(auc)} | {fmt(v['cost']['seconds_per_candidate'])} | "
                      f"{pred['positive']}/{pred['hard_negative']}/{pred['easy_negative']} |")
     if comparisons:
-        lines += ["", "| paired (bootstrap over claims) | κ difference | 95% CI | P(not better) |", "|---|---|---|---|"]
+        lines += ["", "| paired (bootstrap over claims) | κ difference | 95% CI | P(not better) |",
+                  "|---|---|---|---|"]
         for name, c in comparisons.items():
             lines.append(f"| {name} | {fmt(c['difference'])} | [{fmt(c['ci95'][0])}, {fmt(c['ci95'][1])}] | "
                          f"{fmt(c['p_b_not_better'])} |")

@@ -4,8 +4,8 @@ prompt and generated tokens per record, grading calls the judge skipped, and the
 Each side runs ``syntra produce`` in this process into a fresh run store (same artifact, same selected documents,
 DSPy's cache off) and is exported with the default options. The sides take turns, one document at a time, the first
 side first on odd documents and last on even ones, so a drift of the machine's speed weighs on both
-(``--one-side-at-a-time`` runs each side whole, as ``cascade_grades=@before`` needs). LM time is what the run store's ``usage`` table says
-the calls took. The generator is:
+(``--one-side-at-a-time`` runs each side whole, as ``cascade_grades=@before`` needs). LM time is what the run store's
+``usage`` table says the calls took. The generator is:
 
 * ``scripted`` (default): the bundled scripted brain behind a loopback OpenAI-compatible server that answers after
   ``--latency`` seconds, as a vLLM server would be reached (``hosted_vllm/...@URL``), with the mini task compiled by
@@ -383,7 +383,8 @@ def report(args: argparse.Namespace, artifact: Path, rows: list[dict[str, Any]])
     base = rows[0]
     lines = [
         "# Production before and after a setting, paired (same artifact, same documents)", "",
-        (f"Generated {time.strftime('%Y-%m-%d')} by `python -m benchmarks.paired_produce {_shown_args()}` (artifact `{artifact.parent.name}/{artifact.name}`, generator "
+        (f"Generated {time.strftime('%Y-%m-%d')} by `python -m benchmarks.paired_produce {_shown_args()}` "
+        f"(artifact `{artifact.parent.name}/{artifact.name}`, generator "
         f"`{args.generator}`{f' at {args.latency} s a call' if args.generator == 'scripted' else ''}, "
         f"{args.docs} documents, {args.queries_per_doc} queries each, top {args.top_k}, concurrency "
         f"{args.concurrency or 'default'}). LM time: the run store's `usage` seconds. Ratios against the first row."

@@ -194,7 +194,8 @@ def main() -> int:
     try:
         import ray
     except ImportError:
-        ray, ray_note = None, "Ray is not installed here, so there are no Ray rows (`pip install \"syntra-dspy[ray]\"`)."
+        ray, ray_note = None, "Ray is not installed here, so there are no Ray rows " \
+                              "(`pip install \"syntra-dspy[ray]\"`)."
     else:
         ray_note = ("Ray on a local cluster of 2 CPUs (a worker asks for 1 CPU, or an equal share when there are "
                     "more workers than CPUs); on one small machine Ray adds no CPU, so its rows measure what "

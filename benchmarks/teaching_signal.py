@@ -158,8 +158,8 @@ def main() -> None:
         lines.append(f"| {name} | {s['records']} | {s['loss']:.3f} [{s['loss_ci'][0]:.3f}, {s['loss_ci'][1]:.3f}] | "
                      f"{s['loss_median']:.3f} | {s['share_loss_below_0.1']:.0%} | {s['positive_first']:.0%} | "
                      f"{s['margin_median']:+.3f} | {s['corpus_rank1']:.0%} |")
-    lines += ["", (f"Distillation teachers (`syntra_dspy.training.teachers`; scale {config.teacher_scale}): how often the "
-                   "teacher orders a record's candidates differently from the base encoder, and the losses a first "
+    lines += ["", (f"Distillation teachers (`syntra_dspy.training.teachers`; scale {config.teacher_scale}): how often "
+                   "the teacher orders a record's candidates differently from the base encoder, and the losses a first "
                    "step would see. People's pairs have no LLM grades: only `label+bm25` (their qrels labels, BM25 "
                    "within them) scores them."), "",
               "| set | teacher | records | pairs ordered differently | Kendall tau | margin-MSE | KL |",
@@ -180,7 +180,8 @@ def main() -> None:
     (args.out / "teaching_signal.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (args.out / "teaching_signal.json").write_text(json.dumps(
         {"store": str(args.store), "artifact": artifact.version, "base": BASE, "temperature": config.temperature,
-         "summary": summary, "differences": differences, "by_density": crowding, "per_record": scored}, indent=1) + "\n", encoding="utf-8")
+         "summary": summary, "differences": differences, "by_density": crowding, "per_record": scored},
+        indent=1) + "\n", encoding="utf-8")
     print("\n".join(lines))
 
 

@@ -224,7 +224,8 @@ class LMRolesSpec(_Strict):
 
 
 class TaskSpec(_Strict):
-    name: str = Field(pattern=TASK_NAME_PATTERN, max_length=TASK_NAME_MAX, description="used as the artifact folder name")
+    name: str = Field(pattern=TASK_NAME_PATTERN, max_length=TASK_NAME_MAX,
+                      description="used as the artifact folder name")
     corpus: CorpusSpec
     examples: list[Example] = Field(min_length=3, max_length=8)
     task_definition: TaskDefinition | None = None

@@ -116,7 +116,8 @@ class SyntraBrain:
                                   "feedback": "ok" if specific else "The criterion is too generic."}
         if "guidance" in outputs:
             extra = "" if self.stubborn else f"\n- {GUIDANCE_MARK}"
-            return "refine_guidance", {"guidance": (inputs.get("current_guidance", "") + extra).strip() or "- Be precise."}
+            return "refine_guidance", {"guidance": (inputs.get("current_guidance", "") + extra).strip()
+                                                   or "- Be precise."}
         if "role_and_process" in outputs:
             return "draft_role", {"role_and_process": "Synthesizer role: a researcher checking a claim.\n"
                                                       "Query extraction process: 1. pick a finding."}

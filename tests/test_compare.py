@@ -111,7 +111,8 @@ def test_every_strategy_is_scored_on_the_same_unseen_material(compared):
     held = result.heldout
     samples = set()
     for r in result.strategies:
-        manifest = json.loads((compared["root"] / "out" / "artifacts" / "mini" / r.version / "manifest.json").read_text())
+        manifest = json.loads((compared["root"] / "out" / "artifacts" / "mini" / r.version
+                               / "manifest.json").read_text())
         samples.add(tuple(manifest["sample"]["documents"]))  # same seed, same trial documents
         assert not set(held["documents"]) & set(manifest["sample"]["documents"])
         assert r.compile_cost["calls"] > 0 or r.strategy == "none"
@@ -195,7 +196,8 @@ def test_a_stubborn_self_improve_does_not_outrank_what_it_failed_to_improve(tmp_
     assert by["none"].rank == 1  # ... and none spent fewer tokens
 
 
-def test_an_interrupted_comparison_takes_the_rows_it_finished_and_redoes_only_what_changed(tmp_path, fast_encoder):  # noqa: F811
+def test_an_interrupted_comparison_takes_the_rows_it_finished_and_redoes_only_what_changed(tmp_path,
+                                                                                           fast_encoder):  # noqa: F811
     """A comparison on the embedded model outlasts a sitting: rerun with the same inputs, finished rows are taken
     from OUT/rows/ (no LM call), with the same versions, scores and compile cost; other inputs redo them."""
     kwargs = dict(out=tmp_path / "out", index_dir=tmp_path / "index", heldout=HeldoutOptions(docs=3), chart=False)

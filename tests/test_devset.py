@@ -20,7 +20,8 @@ from syntra_dspy.testing import SyntraBrain, scripted_lm
 
 REPO = Path(__file__).resolve().parent.parent
 GLOSSARY = {"soybean": "大豆", "soy milk": "豆浆", "bridge": "桥梁", "earthquake": "地震", "tea": "茶叶",
-            "pesticide residues": "农药残留", "lithium-ion battery": "锂离子电池", "heat analysis": "热分析",
+            "pesticide residues": "农药残留", "lithium-ion battery": "锂离子电池",
+            "heat analysis": "热分析",
             "phase change materials": "相变储能材料", "battery thermal management": "电池热管理"}
 TITLES = {  # the template's few-shot documents are csl-100737 and csl-000803, among others
     "csl-100737": "大容量软包装锂离子电池放电过程热分析",
@@ -28,7 +29,8 @@ TITLES = {  # the template's few-shot documents are csl-100737 and csl-000803, a
     "csl-000330": "大豆不同前处理方式对豆浆品质的影响",
     "csl-000431": "云南地区地震的桥梁震害",
     "csl-100878": "快速检测茶叶中农药残留",
-    "csl-000001": "水运工程施工项目全过程管理的有效性探索",  # no glossary term: stays Chinese, refused
+    "csl-000001": "水运工程施工项目全过程管理的有效性探索",  # no glossary term: stays Chinese,
+                                                             # refused
     "csl-000002": "桥梁与茶叶",
 }
 DESCRIPTION = {"role": "generator", "model": "scripted", "temperature": 0.0}
@@ -126,7 +128,8 @@ def test_cli_excludes_the_task_files_few_shot_documents(source, tmp_path, monkey
 SHARED_CSL = REPO.parent / "shared" / "data" / "csl-zh"
 
 
-@pytest.mark.skipif(not (SHARED_CSL / "corpus.jsonl").exists(), reason="../shared/data/csl-zh is not beside the checkout")
+@pytest.mark.skipif(not (SHARED_CSL / "corpus.jsonl").exists(),
+                    reason="../shared/data/csl-zh is not beside the checkout")
 def test_the_committed_csl_dev_set_is_a_known_item_set_without_the_tasks_few_shot_documents():
     from syntra_dspy.task import load_task
 

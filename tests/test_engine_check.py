@@ -44,7 +44,8 @@ def fake_engine(tmp_path, monkeypatch):
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
-    return types.SimpleNamespace(lib=lib, use=use, gguf=gguf, runs=lambda: len(runs.read_text()) if runs.exists() else 0,
+    return types.SimpleNamespace(lib=lib, use=use, gguf=gguf,
+                                 runs=lambda: len(runs.read_text()) if runs.exists() else 0,
                                  cache=tmp_path / "cache" / "engine-check", variants=tmp_path / "variants")
 
 

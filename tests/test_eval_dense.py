@@ -91,7 +91,8 @@ def test_dense_retriever_reuses_the_fingerprinted_index_cache(tmp_path, minilm):
     from syntra_dspy.retrieval.corpus import corpus_from_documents
     from syntra_dspy.evaluation.retrieve import DenseRetriever
 
-    corpus = corpus_from_documents([("a", "FGF21 protects against atherosclerosis."), ("b", "Notch signalling in tumours."),
+    corpus = corpus_from_documents([("a", "FGF21 protects against atherosclerosis."),
+                                    ("b", "Notch signalling in tumours."),
                                     ("c", "ATF4 marks endoplasmic reticulum stress.")])
     first = DenseRetriever(minilm, corpus, index_root=tmp_path)
     assert len(list(tmp_path.iterdir())) == 1  # one cached index for this corpus + encoder
@@ -108,4 +109,5 @@ def test_dense_retriever_reuses_the_fingerprinted_index_cache(tmp_path, minilm):
             return minilm.encode_queries(texts, **k)
 
     again = DenseRetriever(NoEncoding(), corpus, index_root=tmp_path)
-    assert again.search({"q": "endoplasmic reticulum stress"}, k=1) == first.search({"q": "endoplasmic reticulum stress"}, k=1)
+    assert again.search({"q": "endoplasmic reticulum stress"}, k=1) \
+        == first.search({"q": "endoplasmic reticulum stress"}, k=1)

@@ -46,7 +46,8 @@ def store(tmp_path_factory):
             result = DocumentResult(doc_id=doc_id, features={"identifiers": [], "attributes": []})
             for pos, (q, cands) in enumerate(queries):
                 qr = QueryResult(query_id(doc_id, pos), pos, q, {"identifier": "x", "choices": []},
-                                 [Candidate(rank, cid, 1.0 - rank / 10, label) for rank, (cid, label) in enumerate(cands)])
+                                 [Candidate(rank, cid, 1.0 - rank / 10, label)
+                                  for rank, (cid, label) in enumerate(cands)])
                 qr.source_rank = next((c.rank for c in qr.candidates if c.doc_id == doc_id), None)
                 result.queries.append(qr)
                 result.texts.update({c.doc_id: text(c.doc_id) for c in qr.candidates})
@@ -124,7 +125,8 @@ def test_unretrieved_source_and_partial_queries_only_on_request(store, tmp_path)
     records = by_id(tmp_path / "t.jsonl")
     q = records["d1#q1"]
     assert q["pos_ids"] == ["d1", "a"] and q["source_label"] is None and not q["source_retrieved"]
-    assert records["d1#q4"]["pos_ids"] == ["d1", "a"] and [(g["doc_id"], g["label"]) for g in records["d1#q4"]["labels"]] == [("a", 2), ("b", 1)]
+    assert records["d1#q4"]["pos_ids"] == ["d1", "a"] \
+        and [(g["doc_id"], g["label"]) for g in records["d1#q4"]["labels"]] == [("a", 2), ("b", 1)]
 
 
 def test_hf_format_loads_with_load_from_disk_and_the_training_loader(store, tmp_path):
@@ -255,7 +257,8 @@ def test_retrieval_instruction_from_the_task_definition():
         "directly addresses the request's subject, so that the person who wrote the request would want to read "
         "the paper")
     vague = {**DEFINITION, "relevance_definition": "Topical match."}
-    assert retrieval_instruction(vague) == "Given a biomedical research claim, retrieve a relevant scientific paper abstract"
+    assert retrieval_instruction(vague) \
+        == "Given a biomedical research claim, retrieve a relevant scientific paper abstract"
 
 
 def _ranked_store(path, definition, ranks, translated=(), source_labels=None):

@@ -125,8 +125,8 @@ def test_every_export_has_a_dataset_card_saying_what_made_it(store, tmp_path):
     card = (tmp_path / "train.jsonl.README.md").read_text()
     for expected in ("`mini/v9`", "sum9", "embedded/qwen2.5-coder-1.5b", "calibrated score `hybrid`",
                      "binary kappa 0.595 in-sample, 0.464 cross-validated", "139 candidates of 15 queries",
-                     "/data/corpus.jsonl", "12 records from 12 stored queries", "syntra export run.db --out train.jsonl",
-                     "first dense hit for", 'load_dataset("json"'):
+                     "/data/corpus.jsonl", "12 records from 12 stored queries",
+                     "syntra export run.db --out train.jsonl", "first dense hit for", 'load_dataset("json"'):
         assert expected in card, expected
     meta = json.loads((tmp_path / "train.jsonl.meta.json").read_text())
     assert meta["card"].endswith("train.jsonl.README.md") and meta["command"].startswith("syntra export")

@@ -68,7 +68,8 @@ def test_gepa_optimises_the_grading_instruction_against_the_graded_metric(tmp_pa
 
     artifact, brain = compile_gepa(tmp_path, judge="graded", stages=["annotation_instruction"])
     program = artifact.program
-    assert LENIENT_MARK in program.state.step_instructions["grade"] and LENIENT_MARK in program.grade.signature.instructions
+    assert LENIENT_MARK in program.state.step_instructions["grade"] \
+        and LENIENT_MARK in program.grade.signature.instructions
     assert LENIENT_MARK not in program.state.annotation_instruction  # the draft GEPA started from stays as it was
     loop = {h["name"]: h for h in artifact.manifest["history"]}["annotation_instruction"]
     first, kept = loop["attempts"][0], loop["attempts"][loop["kept"] - 1]

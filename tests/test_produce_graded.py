@@ -280,7 +280,8 @@ def test_export_carries_the_judges_grades_for_every_positive_and_negative(tmp_pa
     produce(art, store, generator=scripted_lm(SyntraBrain()), index_dir=index, encoder=minilm, progress=False,
             docs=2, queries_per_doc=QUERIES, top_k=K, concurrency=1)
     stored = {(q, d): (label, score, e, (p0, p1, p2, p3), bm25, cos)
-              for q, d, label, score, e, p0, p1, p2, p3, bm25, cos in rows(store, "SELECT c.query_id, c.doc_id, c.label, g.judge_score, g.expected, g.p0, g.p1, g.p2, "
+              for q, d, label, score, e, p0, p1, p2, p3, bm25, cos in rows(store, "SELECT c.query_id, c.doc_id, "
+                             "c.label, g.judge_score, g.expected, g.p0, g.p1, g.p2, "
                              "g.p3, g.lexical, c.score FROM candidates c JOIN grades g USING (query_id, rank)")}
     # the tiny scripted run has no positive under its own cut: label with a lower cut of the same judge (the
     # calibrated score is the same function, so the scores stay the run's)

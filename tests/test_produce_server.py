@@ -71,7 +71,8 @@ def test_cli_produce_then_export_jsonl_hf_and_stats(mini, tmp_path, capsys, monk
     assert records and all(1 <= len(r["neg"]) <= 7 for r in records)
     meta = json.loads((tmp_path / "train.jsonl.meta.json").read_text())
     assert meta["counts"]["records"] == len(records) and meta["export_options"]["negatives"] == "hard+easy"
-    assert main(["export", str(store), "--out", str(tmp_path / "hf"), "--format", "hf", "--negatives", "hard+easy"]) == 0
+    assert main(["export", str(store), "--out", str(tmp_path / "hf"), "--format", "hf",
+                 "--negatives", "hard+easy"]) == 0
     ds = load_from_disk(str(tmp_path / "hf"))
     assert ds.num_rows == len(records) and ds[0]["query"] == records[0]["query"]
     capsys.readouterr()

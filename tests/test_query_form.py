@@ -31,7 +31,8 @@ def test_the_form_is_read_off_the_examples():
     assert QueryForm.from_examples(["notch signaling myeloma", "fgf21 atherosclerosis mice"]).kind == "plain"
     assert QueryForm.from_examples([*CLAIMS, "notch ligands"]).kind == "statement"
     assert QueryForm.from_examples([*CLAIMS, questions[0]]).kind == "mixed"
-    chinese = QueryForm.from_examples(["成纤维细胞生长因子的作用", "动脉粥样硬化的预防方法研究"])
+    chinese = QueryForm.from_examples(["成纤维细胞生长因子的作用",
+                                       "动脉粥样硬化的预防方法研究"])
     assert chinese.unit == "characters" and (chinese.min_length, chinese.max_length) == (6, 20)
     assert QueryForm.from_examples([]) is None
 
@@ -138,10 +139,12 @@ def test_a_question_is_cut_to_its_subject_as_plain_search_terms(question, terms)
      "Mouse fibroblasts can be reprogrammed to become neural progenitors."),
     ("Has cyclin A/CDK2 been shown to drive G2 phase cells into mitosis?",
      "Cyclin A/CDK2 has been shown to drive G2 phase cells into mitosis."),
-    ("Is there evidence that BMI-1 is overexpressed in cervical carcinoma?", "BMI-1 is overexpressed in cervical carcinoma."),
+    ("Is there evidence that BMI-1 is overexpressed in cervical carcinoma?",
+     "BMI-1 is overexpressed in cervical carcinoma."),
     ("Is there evidence in the abstract that suggests teaching hospitals have better outcomes?",
      "Teaching hospitals have better outcomes."),
-    ("Does the study report that dietary oligosaccharides regulate obesity?", "Dietary oligosaccharides regulate obesity."),
+    ("Does the study report that dietary oligosaccharides regulate obesity?",
+     "Dietary oligosaccharides regulate obesity."),
     ("Is there a significant association between smoking and bladder cancer?",
      "There is a significant association between smoking and bladder cancer."),
     ("Are there any genes required for optimal growth of Mycobacterium tuberculosis?",

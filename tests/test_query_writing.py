@@ -110,7 +110,8 @@ def test_the_rule_follows_the_examples_form():
 
     assert "ending with a question mark" in QueryForm.from_examples(["What does FGF21 do?", "Is ATF4 a marker?"]).rule()
     assert "without final punctuation" in QueryForm.from_examples(["notch signalling", "fgf21 mice"]).rule()
-    assert QueryForm.from_examples(["肿瘤细胞的增殖", "小鼠的基因表达"]).rule().startswith("as a few search terms (")
+    assert QueryForm.from_examples(["肿瘤细胞的增殖",
+                                    "小鼠的基因表达"]).rule().startswith("as a few search terms (")
 
 
 def test_questions_for_claim_examples_are_restated_as_claims_in_one_short_call_each():
@@ -131,8 +132,8 @@ class CopiesOnce(Recording):
         if name == "write":
             for q in answer["queries"]:
                 if q["blueprint"] == 1:
-                    q["query"] = "Notch receptors expressed on hematopoietic stem cells interact with their ligands on " \
-                                 "bone marrow stromal cells."
+                    q["query"] = "Notch receptors expressed on hematopoietic stem cells interact with their " \
+                                 "ligands on bone marrow stromal cells."
         return name, answer
 
 
@@ -200,7 +201,8 @@ class LeavesAChineseWord(Recording):
 def test_chinese_words_left_in_an_english_query_are_translated_one_by_one_without_a_rewrite():
     brain, tally = LeavesAChineseWord(), WriteTally()
     queries = write(brain, tally=tally)
-    assert queries == ["Notch has broad supporting effects", "Notch receptors on blood stem cells have supporting effects."]
+    assert queries == ["Notch has broad supporting effects",
+                       "Notch receptors on blood stem cells have supporting effects."]
     assert brain.calls["translate"] == 2 and brain.calls.get("rewrite", 0) == 0 and len(brain.asked) == 1  # there, back
     assert tally.restated[1] == LeavesAChineseWord.MIXED
 

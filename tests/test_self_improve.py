@@ -49,7 +49,8 @@ def test_the_fused_judge_passes_where_the_retriever_already_separates(tmp_path, 
     loop = artifact.manifest["history"][-1]
     assert loop["passed"] and len(loop["attempts"]) == 1
     judge = artifact.program.state.judge
-    assert judge.feature == "fused" and judge.summary.cv_binary_kappa["fused"] > judge.summary.cv_binary_kappa["expected"]
+    assert judge.feature == "fused" \
+        and judge.summary.cv_binary_kappa["fused"] > judge.summary.cv_binary_kappa["expected"]
 
 
 def test_stubborn_brain_runs_to_attempt_limit_and_records_everything(tmp_path, index_dir):
@@ -79,7 +80,8 @@ def test_no_refinement_uses_initial_instructions_only(tmp_path, index_dir):
     # the graded judge's drafted instruction grades the calibration set once, untried, and is calibrated on it
     judge = artifact.program.state.judge
     assert judge is not None and brain.calls["grade"] == judge.summary.candidates
-    assert artifact.manifest["settings"]["judge"] == "graded" and artifact.manifest["usage"]["annotation_instruction"]["calls"] == judge.summary.candidates
+    assert artifact.manifest["settings"]["judge"] == "graded" \
+        and artifact.manifest["usage"]["annotation_instruction"]["calls"] == judge.summary.candidates
     assert LENIENT_MARK not in artifact.program.grade.signature.instructions
 
 
@@ -173,8 +175,10 @@ def test_task_words_come_from_the_task_not_from_a_domain_list():
 def test_clean_text_drops_looping_sentences_but_keeps_structure():
     from syntra_dspy.optimizers.text import clean_text
 
-    looped = "```\nRole: a researcher.\n" + "The query must be easy to read. The query must be short. " * 30 + "\n- keep this\n```"
-    assert clean_text(looped) == "Role: a researcher.\nThe query must be easy to read. The query must be short.\n- keep this"
+    looped = "```\nRole: a researcher.\n" + "The query must be easy to read. The query must be short. " * 30 \
+        + "\n- keep this\n```"
+    assert clean_text(looped) \
+        == "Role: a researcher.\nThe query must be easy to read. The query must be short.\n- keep this"
     assert clean_text("1. Yes.\n2. Yes.") == "1. Yes.\n2. Yes."  # short items are not treated as loops
 
 

@@ -46,7 +46,8 @@ def test_three_endpoints_one_dies_mid_run_nothing_lost_or_duplicated(mini, minil
                for i in range(3)]
     try:
         with caplog.at_level(logging.WARNING):
-            summary = produce(art, tmp_path / "routed.db", generator=[f"hosted_vllm/fake@{s.base_url}" for s in servers],
+            summary = produce(art, tmp_path / "routed.db",
+                              generator=[f"hosted_vllm/fake@{s.base_url}" for s in servers],
                               concurrency=3, index_dir=index, encoder=minilm, progress=False, **SETTINGS)
         answered = [min(s.requests, DIES_AFTER) if i == 1 else s.requests for i, s in enumerate(servers)]
         requests = [s.requests for s in servers]
@@ -135,7 +136,8 @@ def test_retry_with_backoff_when_every_endpoint_is_rate_limited():
 def test_task_file_api_base_list_builds_a_routed_role_without_secrets():
     task = parse_task({"name": "t", "corpus": {"path": "c.jsonl"}, "examples": [{"query": "q", "positive_id": "1"}] * 3,
                        "lms": {"generator": {"model": "hosted_vllm/m", "schema_form": "guided_json",
-                                             "api_base": ["http://10.0.0.1:8000/v1?key=pw", "http://10.0.0.2:8000/v1"]}}},
+                                             "api_base": ["http://10.0.0.1:8000/v1?key=pw",
+                                                          "http://10.0.0.2:8000/v1"]}}},
                       source="task.yaml")
     roles = LMRoles.from_spec(task.lms)
     assert isinstance(roles.generator.engine, RoutedEngine) and isinstance(roles.refiner.engine, RoutedEngine)

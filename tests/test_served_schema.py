@@ -119,9 +119,12 @@ def test_a_400_about_something_else_is_not_taken_for_a_refused_form():
 
 def test_shape_moves_the_schema_and_keeps_everything_else():
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
-    asked = {"temperature": 0.0, "response_format": {"type": "json_schema", "json_schema": {"name": "Out", "schema": schema}}}
-    assert shape(asked, "structured_outputs") == {"temperature": 0.0, "extra_body": {"structured_outputs": {"json": schema}}}
-    assert shape(asked, "json_object") == {"temperature": 0.0, "response_format": {"type": "json_object", "schema": schema}}
+    asked = {"temperature": 0.0,
+             "response_format": {"type": "json_schema", "json_schema": {"name": "Out", "schema": schema}}}
+    assert shape(asked, "structured_outputs") == {"temperature": 0.0,
+                                                  "extra_body": {"structured_outputs": {"json": schema}}}
+    assert shape(asked, "json_object") == {"temperature": 0.0,
+                                           "response_format": {"type": "json_object", "schema": schema}}
     assert shape(asked, "none") == {"temperature": 0.0}
     plain_json = {"response_format": {"type": "json_object"}}
     assert shape(plain_json, "guided_json") == plain_json  # nothing to move: JSON mode without a schema

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from syntra_dspy.languages import check_language
-from syntra_dspy.signatures.types import AttributeChoice, AttributeDimension, Blueprint, CandidateLabel, Identifier, WrittenQuery
-from syntra_dspy.programs.validation import (OutputRejected, QueriesRejected, check_blueprints, check_labels, check_queries,
-                                            clean_features, copied_run, copy_repair)
+from syntra_dspy.signatures.types import (AttributeChoice, AttributeDimension, Blueprint, CandidateLabel, Identifier,
+                                          WrittenQuery)
+from syntra_dspy.programs.validation import (OutputRejected, QueriesRejected, check_blueprints, check_labels,
+                                            check_queries, clean_features, copied_run, copy_repair)
 
 FEATURES = clean_features(
     [Identifier(kind="entity", text="FGF21"), Identifier(kind="relationship", text="FGF21 lowers SREBP2"),
@@ -85,7 +86,8 @@ def test_queries_one_per_blueprint_in_language_without_duplicates():
         check_queries([WrittenQuery(blueprint=0, query="same"), WrittenQuery(blueprint=1, query="Same")], bps,
                       language="en")
     with pytest.raises(OutputRejected, match="English"):
-        check_queries([WrittenQuery(blueprint=0, query="成纤维细胞生长因子"), WrittenQuery(blueprint=1, query="ok")],
+        check_queries([WrittenQuery(blueprint=0, query="成纤维细胞生长因子"),
+                       WrittenQuery(blueprint=1, query="ok")],
                       bps, language="en")
 
 
@@ -117,7 +119,8 @@ def test_blueprints_accept_numbered_identifier_references():
 
 
 def test_queries_that_copy_the_document_are_rejected():
-    doc = "Fibroblast growth factor 21 protects against atherosclerosis by modulating adiponectin and SREBP2 levels in mice"
+    doc = "Fibroblast growth factor 21 protects against atherosclerosis by modulating adiponectin and SREBP2 levels " \
+          "in mice"
     bps = [bp("FGF21", specificity="broad")]
     copied = "fibroblast growth factor 21 protects against atherosclerosis by modulating adiponectin and SREBP2 levels"
     with pytest.raises(OutputRejected, match="copies a sentence"):
@@ -172,7 +175,8 @@ def test_blueprint_choice_with_a_missing_dimension_name_is_resolved_by_its_optio
     feats = clean_features([Identifier(kind="entity", text="FGF21")],
                            [AttributeDimension(dimension="specificity", options=["broad", "specific"]),
                             AttributeDimension(dimension="stance", options=["supporting", "refuting"])])
-    choices = [AttributeChoice(dimension="", option="specific"), AttributeChoice(dimension="refuting", option="refuting")]
+    choices = [AttributeChoice(dimension="", option="specific"),
+               AttributeChoice(dimension="refuting", option="refuting")]
     kept, problems = check_blueprints([Blueprint(identifier="FGF21", choices=choices)], feats)
     assert not problems
     assert [(c.dimension, c.option) for c in kept[0].choices] == [("specificity", "specific"), ("stance", "refuting")]
@@ -229,7 +233,8 @@ def test_a_compound_name_counts_as_one_copied_word_but_a_hyphen_does_not_hide_a_
     assert len(copied_run(named, document)) == 16  # pieces of the compound's three words: one name, not a sentence
     assert copied_words(named, document) == 3
     assert query_problem(named, language="en", document=document) is None
-    rehyphenated = "Telomeric guanine quadruplex DNA reacts with Stylonychia lemnae macronuclei in situ, antibodies show."
+    rehyphenated = "Telomeric guanine quadruplex DNA reacts with Stylonychia lemnae macronuclei in situ, " \
+                   "antibodies show."
     assert copied_words(rehyphenated, document) == 11
     assert query_problem(rehyphenated, language="en", document=document).kind == "copy"
 
@@ -244,6 +249,7 @@ def test_a_copy_notes_length_cap_never_contradicts_the_examples_form():
                                            "Another claim " + "with many words " * 11 + "here."])
     assert long_claims.min_length > 10
     assert f"at most {long_claims.min_length} words" in repair_note("copy", query, document, 10, long_claims)
-    chinese = QueryForm.from_examples(["枸杞多糖防治2型糖尿病的机制", "高压脉冲电场对酵母菌存活率的影响"])
+    chinese = QueryForm.from_examples(["枸杞多糖防治2型糖尿病的机制",
+                                       "高压脉冲电场对酵母菌存活率的影响"])
     assert chinese.unit == "characters" and "at most" not in repair_note("copy", query, document, 10, chinese)
     assert "at most 10 words" in repair_note("copy", query, document, 10, None)

@@ -146,7 +146,8 @@ def timing(full: Any, short: Any, candidates: list[JudgedCandidate], corpus: Any
                      "prompt_tokens_per_call": sum(r[1] for r in rows) / len(rows),
                      "cached_prompt_tokens_per_call": sum(r[2] for r in rows) / len(rows), "calls": len(rows)}
     out["seconds_ratio"] = out["short"]["seconds_per_call"] / out["full"]["seconds_per_call"]
-    out["prompt_tokens_ratio"] = out["short"]["prompt_tokens_per_call"] / max(1e-9, out["full"]["prompt_tokens_per_call"])
+    out["prompt_tokens_ratio"] = out["short"]["prompt_tokens_per_call"] / max(1e-9,
+                                                                              out["full"]["prompt_tokens_per_call"])
     return out
 
 

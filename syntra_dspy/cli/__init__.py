@@ -22,7 +22,8 @@ _COMMANDS = ("index", "compile", "artifacts", "produce", "backup", "export", "tr
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="syntra",
-        description="Compile a retrieval task into a frozen synthesis program, produce training data, train and evaluate.",
+        description="Compile a retrieval task into a frozen synthesis program, produce training data, "
+                    "train and evaluate.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     parser.add_argument("--version", action="version", version=f"syntra {_version()}",

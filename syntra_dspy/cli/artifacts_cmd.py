@@ -49,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "recalibrate", help="refit an artifact's judge calibration on its graded calibration set (grading only "
                             "what the artifact holds no grade for) and save it as a new version",
         description="Fit a new judge calibration on the artifact's calibration set: another score (e.g. "
-                    "--judge-feature hybrid), or human judgments given later. The grades the artifact keeps are reused (with the "
+                    "--judge-feature hybrid), or human judgments given later. "
+                    "The grades the artifact keeps are reused (with the "
                     "compile's calibration set unchanged, nothing is graded and no model is loaded); candidates it "
                     "holds no grade for are graded with the artifact's own grading prompt. The new version differs "
                     "from the original in its judge only (every rendered prompt is the same), so grades logged for "
@@ -64,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="judged data whose human qrels join the calibration set (default: the compile's)")
     recal.add_argument("--calibration-queries", type=int, default=None, metavar="N",
                        help="how many of its queries (default: the compile's)")
-    recal.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
+    recal.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]",
+                       help="judge LM (default: the artifact's)")
     recal.add_argument("--api-key-env", default=None, metavar="VAR",
                        help="environment variable holding the judge server's key")
     recal.add_argument("--index-dir", default=None, help="where the corpus index is cached")

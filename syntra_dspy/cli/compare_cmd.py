@@ -72,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "with --human-feedback, resume that session and record the whole of it here")
     add_human_label_flags(p)
     add_settings(p, HeldoutOptions, _HELDOUT, prefix="heldout_")
-    p.add_argument("--gepa-max-metric-calls", type=positive_int, default=None, help="GEPA budget per stage (default 30)")
+    p.add_argument("--gepa-max-metric-calls", type=positive_int, default=None,
+                   help="GEPA budget per stage (default 30)")
     p.add_argument("--downstream", action="store_true", help="also produce → train → eval per strategy (slow)")
     p.add_argument("--eval-dataset", metavar="SPEC",
                    help="dataset for --downstream (default: the BEIR split of --heldout-qrels)")

@@ -72,7 +72,8 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
         field = CompileSettings.model_fields[name]
         flag, old = _FLAG_NAMES.get(name, ("--" + name.replace("_", "-"), None))
         values = get_args(field.annotation)
-        p.add_argument(flag, dest=name, type=kind, default=None, choices=values if kind is str and values and all(isinstance(v, str) for v in values) else None,
+        p.add_argument(flag, dest=name, type=kind, default=None,
+                       choices=values if kind is str and values and all(isinstance(v, str) for v in values) else None,
                        help=f"{field.description} (default {field.default})")
         if old:
             rename(p, old, flag)

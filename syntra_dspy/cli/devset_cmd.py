@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_progress and (n == total or n % 10 == 0):
             print(f"  {n}/{total} titles", file=sys.stderr, flush=True)
 
-    summary = translate_titles(args.source, args.out, lm=lm, lm_description=describe_lm(lm, role="generator", spec=spec),
+    summary = translate_titles(args.source, args.out, lm=lm,
+                               lm_description=describe_lm(lm, role="generator", spec=spec),
                                target_language=args.target_language, split=args.split,
                                exclude_docs=excluded_documents(args), limit=args.limit, seed=args.seed,
                                progress=progress)
@@ -80,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
                           "excluded": len(summary.excluded), "failed": len(summary.failed), "split": args.split},
                          indent=2))
         return 0
-    print(f"dev set {summary.out}: {summary.queries} translated queries ({summary.translated_now} asked of the generator this run), "
+    print(f"dev set {summary.out}: {summary.queries} translated queries "
+          f"({summary.translated_now} asked of the generator this run), "
           f"{len(summary.excluded)} excluded (few-shot documents), {len(summary.failed)} failed the checks")
     print(f"evaluate: syntra eval --encoder MODEL --dataset beir:{summary.out}:{args.split} --measures nDCG@20 RR@10")
     return 0

@@ -98,8 +98,8 @@ def plan_comparison(task: Any, config: CompareConfig, *, artifacts: str | Path =
         stages.append(_cost(f"{label}: held-out judging", pairs, per_call, embedded))
         if config.downstream is not None:
             made = produce_estimate(config.downstream.docs, queries_per_doc=config.downstream.queries_per_doc,
-                                    top_k=config.downstream.produce_config().top_k, chunk_size=s.chunk_size, graded=graded, embedded=embedded,
-                                    concurrency=1, what="downstream")
+                                    top_k=config.downstream.produce_config().top_k, chunk_size=s.chunk_size,
+                                    graded=graded, embedded=embedded, concurrency=1, what="downstream")
             stages += [_scaled(stage, f"{label}: produce {stage.stage}") for stage in made.stages]
     notes.append(f"held-out: {queries} queries, about {pairs} judged pairs a row (one judge call each when graded; "
                  "a row whose compile kept an earlier row's grading instruction reuses that row's grades, so "

@@ -125,10 +125,10 @@ def judges_section(ranked: list[Any]) -> list[str]:
         lines.append(f"| {_row_name(r)} | `{rec.get('id', 'n/a')}` | `{prompt or 'n/a'}` | {fitted} | "
                      f"{_f(cal.get('binary_kappa'))} | {_loop(rec)} | "
                      f"{f'calibrated from {shared} (same prompt)' if shared else 'graded'} |")
-    lines += ["", "A row whose grading prompt is an earlier row's (the same model call) calibrates that row's grades of "
-                  "the held-out pairs instead of asking the model again: the labels are the ones grading again would "
-                  "give, and its scoring cost leaves those calls out. κ there: the calibration's agreement on what it "
-                  "was fitted on (in sample, not a held-out figure)."]
+    lines += ["", "A row whose grading prompt is an earlier row's (the same model call) calibrates that row's grades "
+                  "of the held-out pairs instead of asking the model again: the labels are the ones grading again "
+                  "would give, and its scoring cost leaves those calls out. κ there: the calibration's agreement on "
+                  "what it was fitted on (in sample, not a held-out figure)."]
     return lines
 
 
@@ -170,8 +170,8 @@ def markdown(result: Any) -> str:
     if result.ranking is not None:
         lines += ["", f"Ranking rule: {result.ranking.describe()}."]
     if with_labels:
-        lines += ["", f"κ − {reference}: each row's binary κ minus {reference}'s on the same held-out pairs, with a "
-                      "95% paired bootstrap interval over queries. AUC: how often a reference positive gets a higher "
+        lines += ["", f"κ − {reference}: each row's binary κ minus {reference}'s on the same held-out pairs, with "
+                      "a 95% paired bootstrap interval over queries. AUC: how often a reference positive gets a higher "
                       "judge score than a negative (the calibrated score the labels are cut from, and E alone; n/a "
                       "for a written judge)."]
         ref = (result.heldout or {}).get("reference_ranking") or {}
@@ -216,7 +216,8 @@ def markdown(result: Any) -> str:
                 lines.append(f"- {r.strategy}, reviews: {reviews['source']}")
     lines += judges_section(ranked)
     lines += ["", "## Artifacts", "", "| strategy | version | program id | checksum | path |", "|---|---|---|---|---|"]
-    lines += [f"| {_row_name(r)} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | `{r.artifact}` |"
+    lines += [f"| {_row_name(r)} | `{r.version}` | `{r.program_id or r.version}` | `{r.checksum[:16]}` | "
+              f"`{r.artifact}` |"
               for r in ranked]
     return "\n".join(lines) + "\n"
 
@@ -270,7 +271,8 @@ def write_reports(result: Any, out: str | Path, *, chart: bool = True) -> dict[s
         paths["chart"] = shown_path(out / "comparison.png")
     result.outputs = paths
     atomic_write_text(out / "comparison.md", markdown(result))
-    atomic_write_text(out / "comparison.json", json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    atomic_write_text(out / "comparison.json",
+                      json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
     if chart:
         draw_chart(result, out / "comparison.png")
     return paths

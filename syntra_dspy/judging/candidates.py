@@ -31,7 +31,8 @@ class JudgedCandidate:
     gold: str
     source: str  # retrieved | added_positive | random (calibration sets also: example_positive, control, human)
     text: str | None = None  # the document text when it is not a corpus document (a few-shot positive given as text)
-    lexical: float | None = None  # BM25 score for the query (:func:`with_lexical`); None: not computed or not a corpus doc
+    lexical: float | None = None  # BM25 score for the query (:func:`with_lexical`); None: not computed or not a
+                                  # corpus doc
 
 
 def lexical_witness(corpus: Any, query_language: str, document_language: str) -> Any:

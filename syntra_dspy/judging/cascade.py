@@ -75,7 +75,8 @@ def split_score(calibration: JudgeCalibration, expected: float, cosine: float | 
     weight = (lambda t: calibration.weights[t]) if calibration.feature == "weighted" else (lambda t: 1.0)
     free = [t for t in terms if t not in GRADE_TERMS]
     grade = [t for t in terms if t in GRADE_TERMS]
-    return Parts(score_free=sum(weight(t) * terms[t] for t in free), score_grade=sum(weight(t) * terms[t] for t in grade),
+    return Parts(score_free=sum(weight(t) * terms[t] for t in free),
+                 score_grade=sum(weight(t) * terms[t] for t in grade),
                  related_free=sum(terms[t] for t in free), related_grade=sum(terms[t] for t in grade))
 
 

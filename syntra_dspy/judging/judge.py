@@ -203,7 +203,8 @@ class RelevanceJudge:
         out = list(judgments)
         for i, context in zip(members, contexts):
             if judgments[i].skipped is None:  # type: ignore[union-attr]
-                out[i] = self._calibrated(judgments[i].grade, candidates[i], context)  # type: ignore[union-attr,arg-type]
+                out[i] = self._calibrated(
+                    judgments[i].grade, candidates[i], context)  # type: ignore[union-attr,arg-type]
         return out
 
     def skips(self, candidates: Sequence[Candidate], keep: Collection[int] = ()) -> dict[int, Judgment]:

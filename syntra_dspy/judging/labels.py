@@ -133,7 +133,8 @@ def is_label_file(path: Path) -> bool:
         "query", "doc_id", "label"]
 
 
-def load_judgements(spec: str | Path, *, queries: str | Path | None = None) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+def load_judgements(spec: str | Path, *,
+                    queries: str | Path | None = None) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """``(queries {qid: text}, labels {qid: {doc_id: class}})`` from a qrels file, dataset spec or label file."""
     text = str(spec)
     if text.startswith(("beir:", "neuclirtech:")):
@@ -165,7 +166,8 @@ def load_judgements(spec: str | Path, *, queries: str | Path | None = None) -> t
 
 
 def _classes(qrels: dict[str, dict[str, int]], source: str) -> dict[str, dict[str, str]]:
-    out = {qid: {d: c for d, g in docs.items() if (c := _gain_class(int(g))) is not None} for qid, docs in qrels.items()}
+    out = {qid: {d: c for d, g in docs.items() if (c := _gain_class(int(g))) is not None}
+           for qid, docs in qrels.items()}
     out = {qid: docs for qid, docs in out.items() if docs}
     if not out:
         raise InputError("no usable judgements (gains must be 0 or more)", path=source)

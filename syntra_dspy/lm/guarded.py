@@ -221,7 +221,8 @@ class GuardedLM(dspy.LM):
         catalog on every structured call, and for a model the catalog does not know (most served ones) that is
         a scan of the whole catalog: about half a millisecond of CPU per call, under the GIL, at tens of calls
         per second. Syntra never overrides client settings per call, so the LM's own settings are the key."""
-        key = (self.model, self.model_type, self._engine_spec if isinstance(self._engine_spec, str) else id(self.engine),
+        key = (self.model, self.model_type,
+               self._engine_spec if isinstance(self._engine_spec, str) else id(self.engine),
                tuple(sorted((k, k == "api_key" or repr(v)) for k, v in self.kwargs.items() if k in _CLIENT_KEYS)))
         cached = self.__dict__.get("_params_cache")
         if cached is None or cached[0] != key:

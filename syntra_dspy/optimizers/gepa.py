@@ -2,8 +2,8 @@
 
 GEPA (``dspy.GEPA``) evolves predictor instructions by reflecting on traces with textual feedback. Here each
 stage with synthesis steps becomes one GEPA run over those steps (extraction; planning and writing; annotation),
-scored one trial at a time by the stage's metric (:meth:`GEPAReadyStage.example_metric`: the verifier's 0-3 score scaled to
-0-1 with its feedback for extraction and queries, the annotation check every strategy uses for annotation, or the
+scored one trial at a time by the stage's metric (:meth:`GEPAReadyStage.example_metric`: the verifier's 0-3 score scaled
+to 0-1 with its feedback for extraction and queries, the annotation check every strategy uses for annotation, or the
 user's metric when one is plugged in). GEPA rewrites the steps' whole instructions, so its result is a component
 of its own (``step_instructions``: the whole instruction of a step, in place of the one composed from the other
 components); the other components keep the drafted texts GEPA started from. The task definition is drafted once.

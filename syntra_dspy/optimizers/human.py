@@ -263,8 +263,8 @@ class HumanCalibration(Strategy):
         return event
 
     def _record(self, loop: str, attempt: int, action: str, text: str, shown: str) -> FeedbackEvent:
-        event = FeedbackEvent(len(self.events) + 1, loop, attempt, action, text, sha256_text(shown),  # type: ignore[arg-type]
-                              datetime.now(UTC).isoformat(timespec="seconds"), self.reviewer)
+        event = FeedbackEvent(len(self.events) + 1, loop, attempt, action,  # type: ignore[arg-type]
+                              text, sha256_text(shown), datetime.now(UTC).isoformat(timespec="seconds"), self.reviewer)
         self._recorder.write(event)
         return event
 

@@ -62,7 +62,8 @@ class UsageProbe:
         out = {}
         for key, value in after.items():
             if isinstance(value, (int, float)):
-                out[key] = round(value - before.get(key, 0), 3) if isinstance(value, float) else value - before.get(key, 0)
+                out[key] = round(value - before.get(key, 0), 3) if isinstance(value, float) \
+                    else value - before.get(key, 0)
         return out
 
 

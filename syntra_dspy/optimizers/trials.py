@@ -192,7 +192,8 @@ def query_pairs(trials: Sequence[QueryTrial], *, limit: int, seed: int, max_doc_
     if len(pairs) > limit:
         pairs = random.Random(seed).sample(pairs, limit)
     return "\n\n".join(
-        f"{n}. Document: {ctx.clip(doc.content, max_doc_chars)}\n   Query: {query}" for n, (doc, query) in enumerate(pairs, 1)
+        f"{n}. Document: {ctx.clip(doc.content, max_doc_chars)}\n   Query: {query}"
+        for n, (doc, query) in enumerate(pairs, 1)
     )
 
 

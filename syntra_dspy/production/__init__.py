@@ -3,7 +3,8 @@
 ``produce`` loads the artifact through the verified loader and never changes it, runs every selected
 document through the frozen program (features, blueprints, queries, retrieval, chunked annotation) with
 bounded concurrency, and commits each document in one SQLite transaction, so a killed run resumes with
-nothing lost or done twice; its settings are one ``ProduceConfig``. ``export_records`` turns the store into JSONL or a Hugging Face dataset.
+nothing lost or done twice; its settings are one ``ProduceConfig``. ``export_records`` turns the store into JSONL or a
+Hugging Face dataset.
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def _records(store: RunStore, options: ExportOptions, summary: ExportSummary,
     batch: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
     def flush() -> Iterator[dict[str, Any]]:
-        texts = store.texts([d for row, picked in batch for d in (row["doc_id"], *picked["pos_ids"], *picked["neg_ids"])])
+        texts = store.texts([d for row, picked in batch
+                             for d in (row["doc_id"], *picked["pos_ids"], *picked["neg_ids"])])
         evidence = store.candidate_evidence([row["query_id"] for row, _ in batch])
         for row, picked in batch:
             summary.records += 1

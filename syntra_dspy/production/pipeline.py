@@ -213,7 +213,8 @@ class DocumentPipeline:
                 q = QueryResult(query_id=query_id(doc_id, pos), position=pos, text=query,
                                 blueprint=blueprint.model_dump(mode="json"), restated_from=result.restated.get(pos),
                                 translation=translations.get(pos),
-                                candidates=[Candidate(rank, cid, float(score)) for rank, (cid, score) in enumerate(found)])
+                                candidates=[Candidate(rank, cid, float(score))
+                                            for rank, (cid, score) in enumerate(found)])
                 q.source_rank = next((c.rank for c in q.candidates if c.doc_id == doc_id), None)
                 if self.lexical is not None:  # stored for every run: a later recalibration may want them
                     searched_text = translations.get(pos, query)  # BM25 reads the documents' language

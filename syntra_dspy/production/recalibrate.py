@@ -130,7 +130,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     manifest["created_at"] = record["recalibration"]["at"]
     path = save_artifact(derived, manifest, out)
     logger.info("recalibrated judge (%s, calibration kappa %.3f, recall %.3f) saved as %s", judge.feature,
-                judge.summary.binary_kappa or 0.0, judge.summary.positive_recall or 0.0, path)  # type: ignore[union-attr]
+                judge.summary.binary_kappa or 0.0, judge.summary.positive_recall or 0.0,  # type: ignore[union-attr]
+                path)
     return path
 
 

@@ -2,9 +2,9 @@
 
 The artifact decides: the frozen program (through the verified loader), the corpus (unless ``--corpus``),
 the candidate source (the task file's ``candidates`` unless ``--candidates``), the encoder (the one recorded in
-its manifest, with its query and document prompts; refused if this machine's
-copy has other weights unless the user names an encoder), the selection's tau and seed, the annotation chunk size and the generator
-(unless ``--generator``). The store's first session records these; a resumed run must match them.
+its manifest, with its query and document prompts; refused if this machine's copy has other weights unless the user
+names an encoder), the selection's tau and seed, the annotation chunk size and the generator (unless
+``--generator``). The store's first session records these; a resumed run must match them.
 """
 
 from __future__ import annotations

@@ -212,7 +212,8 @@ class RunStore:
 
     @staticmethod
     def _set_meta(conn: sqlite3.Connection, values: dict[str, Any]) -> None:
-        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                          [(k, json.dumps(v, sort_keys=True, ensure_ascii=False)) for k, v in values.items()])
 
     def set_meta(self, **values: Any) -> None:
@@ -276,7 +277,8 @@ class RunStore:
             self._conn.execute("UPDATE sessions SET status='killed' WHERE status='running' AND finished_at IS NULL")
             cur = self._conn.execute(
                 "INSERT INTO sessions (started_at, pid, concurrency, generator, options) VALUES (?, ?, ?, ?, ?)",
-                (_now(), os.getpid(), concurrency, json.dumps(generator, sort_keys=True), json.dumps(options, sort_keys=True)))
+                (_now(), os.getpid(), concurrency, json.dumps(generator, sort_keys=True),
+                 json.dumps(options, sort_keys=True)))
             return int(cur.lastrowid)
 
     def end_session(self, session_id: int, status: str) -> None:
@@ -466,8 +468,8 @@ class RunStore:
 
     def failures(self, *, current: bool = True) -> list[dict[str, Any]]:
         where = "WHERE superseded = 0" if current else ""
-        cur = self._conn.execute(f"SELECT doc_id, query_id, stage, kind, error, detail, session_id FROM failures {where} "
-                                 "ORDER BY id")
+        cur = self._conn.execute("SELECT doc_id, query_id, stage, kind, error, detail, session_id "
+                                 f"FROM failures {where} ORDER BY id")
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, r)) for r in cur]
 

@@ -1,4 +1,5 @@
-"""Output schemas narrowed to one call's valid answers, so a backend that enforces the schema cannot answer outside them.
+"""Output schemas narrowed to one call's valid answers, so a backend that enforces the schema cannot answer
+outside them.
 
 The plan step must copy its identifier, dimensions and options from lists given in the prompt. The signature's
 schema says only "a string", so the embedded 1.5B model wrote a document term where a dimension belongs (or a list

@@ -52,7 +52,8 @@ class CandidateLabel(BaseModel):
     """A relevance judgement for one candidate, by its local id in the list shown."""
 
     doc_id: int = Field(description="the local id shown before the candidate")
-    score: int = Field(ge=0, le=3, description="3 fully relevant, 2 relevant, 1 related but fails the criterion, 0 unrelated")
+    score: int = Field(ge=0, le=3,
+                       description="3 fully relevant, 2 relevant, 1 related but fails the criterion, 0 unrelated")
 
 
 def label_class(score: int) -> Literal["positive", "hard_negative", "easy_negative"]:

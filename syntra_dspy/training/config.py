@@ -60,9 +60,9 @@ class TrainConfig:
     num_negatives: int = 7  # hard negatives per query (repeated when a record has fewer; 0: in-batch only)
     temperature: float = 0.02  # InfoNCE temperature; the loss scale is 1 / temperature
     #: ``cached-mnrl`` (GradCache) computes the same loss and gradients as ``mnrl`` a mini-batch of texts at a
-    #: time. A 16-query step with 7 negatives on 2 CPU cores (benchmarks/results/train_memory/README.md): all-MiniLM-L6-v2
-    #: 13.3 GB with ``mnrl``, 2.3 GB and less time with mini-batches of 8; EmbeddingGemma-300m killed at 22 GB with
-    #: ``mnrl``, 6.3 GB with mini-batches of 4. On a large GPU a bigger ``mini_batch_size`` is faster.
+    #: time. A 16-query step with 7 negatives on 2 CPU cores (benchmarks/results/train_memory/README.md):
+    #: all-MiniLM-L6-v2 13.3 GB with ``mnrl``, 2.3 GB and less time with mini-batches of 8; EmbeddingGemma-300m killed
+    #: at 22 GB with ``mnrl``, 6.3 GB with mini-batches of 4. On a large GPU a bigger ``mini_batch_size`` is faster.
     loss: LossName = "cached-mnrl"
     mini_batch_size: int = 8  # texts per forward pass, only for "cached-mnrl"
     #: Distillation from the judge's grades (``margin-mse``: sentence-transformers' MarginMSELoss, the student's
@@ -103,7 +103,8 @@ class TrainConfig:
         if self.loss not in LOSSES:
             raise ConfigError(f"unknown loss {self.loss!r}", field="loss", hint=f"one of {', '.join(LOSSES)}")
         if self.teacher not in TEACHERS:
-            raise ConfigError(f"unknown teacher {self.teacher!r}", field="teacher", hint=f"one of {', '.join(TEACHERS)}")
+            raise ConfigError(f"unknown teacher {self.teacher!r}", field="teacher",
+                              hint=f"one of {', '.join(TEACHERS)}")
         _positive_number(self, "teacher_scale")
         _in_range(self, "infonce_weight", 0.0, math.inf, right_open=True)
         if self.distills and self.num_negatives < 1:

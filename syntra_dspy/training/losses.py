@@ -37,7 +37,8 @@ def build_loss(model: SentenceTransformer, config: TrainConfig) -> Any:
     if not config.infonce_weight:
         return distill
     return WeightedLosses(model, [(1.0, distill),
-                                  (config.infonce_weight, losses.MultipleNegativesRankingLoss(model, scale=config.scale))])
+                                  (config.infonce_weight,
+                                   losses.MultipleNegativesRankingLoss(model, scale=config.scale))])
 
 
 class WeightedLosses(nn.Module):

@@ -69,7 +69,8 @@ def test_a_lone_surrogate_in_the_corpus_is_refused_at_reading(tmp_path):
 
 
 def test_a_lone_surrogate_in_a_document_id_or_title_is_refused(tmp_path):
-    for line, field in ((r'{"_id": "d\udfff", "text": "x"}', "_id"), (r'{"_id": "d", "title": "\ud83d", "text": "x"}', "title")):
+    for line, field in ((r'{"_id": "d\udfff", "text": "x"}', "_id"),
+                        (r'{"_id": "d", "title": "\ud83d", "text": "x"}', "title")):
         with pytest.raises(InputError, match="surrogate") as raised:
             read_corpus(corpus_file(tmp_path, line))
         assert raised.value.field == field

@@ -300,7 +300,8 @@ def _child(model_path: str) -> int:
     framed = llama.create_chat_completion(messages=messages, max_tokens=8, temperature=0.0,
                                           response_format={"type": "json_object", "schema": schema})
     tokens = plain["usage"]["completion_tokens"] + framed["usage"]["completion_tokens"]
-    text = (plain["choices"][0]["message"]["content"] or "") + " | " + (framed["choices"][0]["message"]["content"] or "")
+    text = (plain["choices"][0]["message"]["content"] or "") + " | " \
+        + (framed["choices"][0]["message"]["content"] or "")
     print(json.dumps({"ok": True, "tokens": tokens, "text": text[:80], "libraries": _mapped_libraries()}))
     return 0
 
@@ -309,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m syntra_dspy.lm.llamacpp.engine_check",
         description="Check that the embedded llama.cpp engine decodes on this machine (in a subprocess).")
-    parser.add_argument("--model", default=None, help="embedded registry name or .gguf path (default: the default model)")
+    parser.add_argument("--model", default=None,
+                        help="embedded registry name or .gguf path (default: the default model)")
     parser.add_argument("--force", action="store_true", help="check again even if this build passed before")
     parser.add_argument("--child", metavar="GGUF", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

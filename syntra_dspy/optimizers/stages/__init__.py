@@ -29,5 +29,5 @@ def build_stages(tools: StageTools, material: TrialMaterial, *, infer_definition
             annotation(tools, material, metric=metrics.get("annotation_instruction"), labels=labels)]
 
 
-__all__ = ["AnnotationStage", "ExtractionStage", "GEPAReadyStage", "GEPATrials", "GradedAnnotationStage", "LabelSource", "QueryStage",
-           "Stage", "TaskDefinitionStage", "TrialMaterial", "TrialModule", "build_stages", "given_labels"]
+__all__ = ["AnnotationStage", "ExtractionStage", "GEPAReadyStage", "GEPATrials", "GradedAnnotationStage", "LabelSource",
+           "QueryStage", "Stage", "TaskDefinitionStage", "TrialMaterial", "TrialModule", "build_stages", "given_labels"]
