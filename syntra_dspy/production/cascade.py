@@ -15,8 +15,9 @@ from syntra_dspy.production.store import RunStore
 logger = logging.getLogger(__name__)
 
 #: Below this many production lists a run store's margin is taken with a warning: on SciFact the guidance-free
-#: judge's margin from 95 of its production lists cost -0.018 binary kappa [-0.052, +0.015] against people, from 324
-#: -0.012 [-0.046, +0.019] (experiments/judge_guidance).
+#: judge's margin from 95 production lists regraded with its prompt cost -0.018 binary kappa [-0.052, +0.015] against
+#: people, from 324 -0.012 [-0.046, +0.019], from a first session of its own (306 lists) -0.024 [-0.059, +0.008]
+#: (experiments/judge_guidance): more lists alone do not make a margin safe, so its cost is measured either way.
 STEADY_MARGIN_LISTS = 300
 
 
@@ -67,7 +68,8 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
     elif MIN_MARGIN_LISTS <= len(lists) < STEADY_MARGIN_LISTS:
         logger.warning("judge cascade: the margin is learned from %d production lists (%s); on SciFact a margin "
                        "from 95 lists cost 0.018 binary kappa against people (interval down to -0.052), one from "
-                       "324 lists 0.012: a longer session without the cascade teaches a steadier margin",
+                       "324 lists 0.012, from another 306 0.024: measure what a margin costs against people "
+                       "before relying on it",
                        len(lists), source)
     try:
         return JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
