@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -123,14 +123,14 @@ def generator_for(name: str, latency: float, artifact: Path) -> Iterator[Any]:
         server.wait(timeout=10)
 
 
-def held_out_corpus(corpus: Path, store: Path | None, work: Path, listed: set[str] = frozenset()) -> Path:
-    """A copy of the JSONL ``corpus`` under ``work`` without the documents ``store`` plans (gzipped or not) and
-    those ``listed``."""
+def held_out_corpus(corpus: Path, stores: Sequence[Path], work: Path, listed: set[str] = frozenset()) -> Path:
+    """A copy of the JSONL ``corpus`` under ``work`` without the documents the run ``stores`` plan (gzipped or not)
+    and those ``listed``."""
     import gzip
     import shutil
 
     planned: set[str] = set(listed)
-    if store is not None:
+    for store in stores:
         db = store
         if store.suffix == ".gz":
             db = work / store.stem
@@ -483,9 +483,10 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, help="LM calls in flight (default: produce's for the generator)")
     ap.add_argument("--index-dir", type=Path, help="the corpus index folder (default: produce's)")
     ap.add_argument("--corpus", type=Path, help="the corpus (default: the artifact's)")
-    ap.add_argument("--exclude-store", type=Path, metavar="RUN.db[.gz]", help=(
+    ap.add_argument("--exclude-store", type=Path, action="append", default=[], metavar="RUN.db[.gz]", help=(
         "leave out of the corpus every document this run store plans, so the paired runs' documents are held out "
-        "from the store a setting was designed on (a filtered copy of --corpus is written under --work)"))
+        "from the store a setting was designed on, or whose grades teach a cascade's margin (repeatable; a "
+        "filtered copy of --corpus is written under --work)"))
     ap.add_argument("--exclude-docs", type=Path, action="append", default=[], metavar="FILE", help=(
         "also leave out the documents listed in FILE (one id a line), e.g. an earlier paired run's documents.txt, "
         "when a lever was designed on them (repeatable; needs --corpus)"))
@@ -520,7 +521,7 @@ def main() -> int:
         common: dict[str, Any] = {"docs": args.docs, "queries_per_doc": args.queries_per_doc, "top_k": args.top_k,
                                   **({"concurrency": args.concurrency} if args.concurrency else {}),
                                   **({"index_dir": index} if index else {})}
-        if args.exclude_store is not None or args.exclude_docs:
+        if args.exclude_store or args.exclude_docs:
             if args.corpus is None:
                 ap.error("--exclude-store and --exclude-docs need --corpus")
             listed = {line.strip() for f in args.exclude_docs for line in f.read_text(encoding="utf-8").splitlines()
