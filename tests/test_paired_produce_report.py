@@ -166,3 +166,32 @@ def test_a_side_that_names_an_engine_build_runs_every_turn_in_a_child_with_its_b
     (cmd, env), = runs
     assert env["SYNTRA_LLAMA_VARIANT"] == "avx512" and "LLAMA_CPP_LIB_PATH" not in env  # the named build, not the path
     assert cmd[-2] == "--turn" and '"corpus": "' in cmd[-1]
+
+
+def test_the_held_out_corpus_leaves_out_every_stores_documents_and_the_listed_ones(tmp_path):
+    """A margin taught by one store's grades and a lever designed on another: neither store's documents may be drawn
+    (gzipped or not), nor those listed."""
+    import gzip
+    import json
+    import shutil
+    import sqlite3
+
+    from benchmarks.paired_produce import held_out_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": "t"}) + "\n" for i in range(6)), encoding="utf-8")
+    stores = []
+    for name, docs in (("a.db", ["d0"]), ("b.db", ["d1", "d2"])):
+        db = tmp_path / name
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE documents (doc_id TEXT)")
+            conn.executemany("INSERT INTO documents VALUES (?)", [(d,) for d in docs])
+        conn.close()
+        stores.append(db)
+    with stores[1].open("rb") as src, gzip.open(tmp_path / "b.db.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = held_out_corpus(corpus, [stores[0], tmp_path / "b.db.gz"], work, {"d5"})
+    kept = [json.loads(line)["_id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    assert kept == ["d3", "d4"]
