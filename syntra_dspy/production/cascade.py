@@ -16,8 +16,9 @@ logger = logging.getLogger(__name__)
 
 #: Below this many production lists a run store's margin is taken with a warning: on SciFact the guidance-free
 #: judge's margin from 95 production lists regraded with its prompt cost -0.018 binary kappa [-0.052, +0.015] against
-#: people, from 324 -0.012 [-0.046, +0.019], from a first session of its own (306 lists) -0.024 [-0.059, +0.008]
-#: (experiments/judge_guidance): more lists alone do not make a margin safe, so its cost is measured either way.
+#: people, from 324 -0.012 [-0.046, +0.019], from a first session of its own (306 lists) -0.024 [-0.059, +0.008] at
+#: coverage 0.95 and -0.013 [-0.046, +0.019] at 0.96 (experiments/judge_guidance): more lists alone do not make a
+#: margin safe, so its cost is measured either way.
 STEADY_MARGIN_LISTS = 300
 
 
