@@ -95,8 +95,8 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
                 json.loads, new_cascade_regrades.read_text(encoding="utf-8").splitlines()) if r["expected"] is not None}
             with tempfile.TemporaryDirectory() as tmp, RunStore.open(plain_store(new_cascade_grades, Path(tmp)),
                                                                       readonly=True) as run:
-                lists = [[GradedCandidate(expected=e, cosine=c, lexical=b) for e, c, b in group]
-                         for group in run.graded_lists(regrades)]
+                lists = [[GradedCandidate(expected=r.expected, cosine=r.cosine, lexical=r.lexical, source=r.source)
+                          for r in group] for group in run.graded_lists(regrades)]
             try:
                 cascade = JudgeCascade.margin(a.program.state.judge, lists, coverage=coverage, learned_from=(
                     f"run store {new_cascade_grades.name} regraded ({new_cascade_regrades.name})"))

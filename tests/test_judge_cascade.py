@@ -117,6 +117,20 @@ def test_a_margin_is_the_central_share_of_the_grades_part_and_needs_enough_lists
     assert -1.0 <= fused.score_range[0] <= fused.score_range[1] <= 2.0
 
 
+def test_the_skipped_share_counts_what_skips_would_skip_and_never_the_querys_own_document():
+    """The share production logs for a margin's coverage: the same candidates the judge would not ask, over all
+    calls; the source is graded whatever its class, so marking it takes it out of the count."""
+    lists = _graded_lists(n=30)
+    cascade = JudgeCascade.margin(HYBRID, lists, coverage=0.8, learned_from="test")
+    by_hand = [cascade.skips(HYBRID, [c.cosine for c in g], lexical=[c.lexical for c in g]) for g in lists]
+    skipped = sum(len(s) for s in by_hand)
+    assert 0 < skipped < 240
+    assert cascade.skipped_share(HYBRID, lists) == pytest.approx(skipped / 240)
+    marked = [[c.model_copy(update={"source": i in s}) for i, c in enumerate(g)] for g, s in zip(lists, by_hand)]
+    assert cascade.skipped_share(HYBRID, marked) == 0.0  # every skip was a source, and sources are always graded
+    assert cascade.skipped_share(HYBRID, []) == 0.0
+
+
 def test_calibration_samples_become_one_list_per_query():
     samples = [CalibrationSample("a", 1.0, 0.5, "positive", "retrieved"),
                CalibrationSample("b", 1.1, 0.4, "hard_negative", "retrieved"),

@@ -65,7 +65,8 @@ def test_regrades_of_a_stores_lists_replace_its_grades_and_count_only_lists_regr
         run.commit(_result("d1"), session)
         run.commit(_result("d4"), session)
         regrades = {("d1#q0", 0): 2.5, ("d1#q0", 1): 0.25, ("d1#q0", 2): 1.0, ("d4#q0", 0): 3.0, ("d4#q0", 2): 0.0}
-        assert run.graded_lists(regrades) == [[(2.5, 0.9, 12.0), (0.25, 0.4, 4.0), (1.0, 0.3, 2.0)]]
+        # (E, cosine, BM25, the query's own document)
+        assert run.graded_lists(regrades) == [[(2.5, 0.9, 12.0, True), (0.25, 0.4, 4.0, False), (1.0, 0.3, 2.0, False)]]
         assert run.graded_lists() == []  # its own grades: each list has a skipped candidate
 
 
@@ -205,3 +206,26 @@ def test_a_margin_learned_from_the_calibration_set_is_used_with_a_warning_that_n
         cascade = production_cascade(program, "margin", coverage=0.95)
     assert cascade is not None and cascade.describe()["learned_from"] == "calibration samples"
     assert "15 queries of the artifact's calibration set" in caplog.text and "--cascade-grades" in caplog.text
+
+
+def test_production_says_what_share_of_its_teaching_lists_a_margin_skips(tmp_path, caplog):
+    """The figures a user picks a coverage from are the measured ones: SciFact's guidance-free first session (306
+    lists) skips 23.0% of its own grading calls at coverage 0.95 and 12.1% at 0.96 (experiments/judge_guidance,
+    coverage-skips.json)."""
+    import gzip
+    import logging
+    import shutil
+
+    from conftest import REPO
+
+    store = tmp_path / "noguidance.db"
+    with gzip.open(REPO / "benchmarks/runs/scifact-noguidance.db.gz", "rb") as src, store.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    program = load_artifact(REPO / "artifacts/scifact/bfb6cfdf9e09").program
+    measured = json.loads((REPO / "experiments/judge_guidance/coverage-skips.json").read_text(encoding="utf-8"))
+    for row in measured["rows"][:2]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="syntra_dspy.production.cascade"):
+            production_cascade(program, "margin", coverage=row["coverage"], grades=store)
+        assert f"margin at coverage {row['coverage']:.2f} from 306 lists" in caplog.text
+        assert f"it would skip {100 * row['share']:.1f}% of the grading calls" in caplog.text

@@ -103,6 +103,7 @@ class GradedCandidate(BaseModel):
     cosine: float
     lexical: float | None = None
     listed: bool = True
+    source: bool = False  # the query's own document: always graded, so never counted as a skip
 
 
 class Skip(BaseModel):
@@ -192,6 +193,18 @@ class JudgeCascade(BaseModel):
             if klass is not None:
                 out[i] = Skip(klass=klass, rule=self.mode, low=score[0], high=score[1])
         return out
+
+    def skipped_share(self, calibration: JudgeCalibration, lists: Sequence[Sequence[GradedCandidate]]) -> float:
+        """The share of ``lists``' grading calls this cascade would have skipped (each query's own document is always
+        graded): for a margin, on the lists it was learned from, what its coverage buys before its cost in labels is
+        measured."""
+        calls = skipped = 0
+        for group in lists:
+            keep = [i for i, c in enumerate(group) if c.source]
+            skipped += len(self.skips(calibration, [c.cosine for c in group], listed=[c.listed for c in group],
+                                      lexical=[c.lexical for c in group], keep=keep))
+            calls += len(group)
+        return skipped / calls if calls else 0.0
 
     def describe(self) -> dict[str, object]:
         return self.model_dump(mode="json", exclude_none=True)

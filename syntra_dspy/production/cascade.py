@@ -59,7 +59,8 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
                                           hint="give a run store produced with this artifact (or one recalibrated "
                                                "from it)")
                 found = run.graded_lists()
-        lists = [[GradedCandidate(expected=e, cosine=c, lexical=b) for e, c, b in group] for group in found]
+        lists = [[GradedCandidate(expected=row.expected, cosine=row.cosine, lexical=row.lexical, source=row.source)
+                  for row in group] for group in found]
     if source == "calibration samples":
         logger.warning("judge cascade: the margin is learned from the %d queries of the artifact's calibration set, "
                        "whose lists (known positives and random controls beside retrieved candidates) are not "
@@ -73,8 +74,14 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
                        "before relying on it",
                        len(lists), source)
     try:
-        return JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
+        cascade = JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
     except ValueError as exc:
         raise ConfigError(f"--judge-cascade margin: {exc}", field="judge_cascade",
                           hint="produce a first session with --judge-cascade off (its grades teach the margin), or "
                                "give --cascade-grades an earlier run store of this artifact") from None
+    # What a coverage buys shows on the lists it came from: on SciFact's guidance-free store 0.95 skipped 23% of them
+    # (kappa -0.024 against people), 0.96 12% (-0.013). A user picks the coverage from this line, then measures.
+    logger.info("judge cascade: margin at coverage %.2f from %d lists (%s): the grade's part within [%.2f, %.2f]; "
+                "on those lists it would skip %.1f%% of the grading calls", coverage, len(lists), source,
+                *cascade.score_range, 100 * cascade.skipped_share(calibration, lists))
+    return cascade

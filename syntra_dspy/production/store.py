@@ -26,7 +26,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from syntra_dspy.errors import ConfigError
 from syntra_dspy.production.store_file import StoreError, StoreLock, check_schema, probe, writable_path
@@ -106,6 +106,15 @@ CREATE TABLE IF NOT EXISTS judge_skips (
 """
 _ADDED_COLUMNS = (("usage", "cached_prompt_tokens", "INTEGER NOT NULL DEFAULT 0"), ("grades", "lexical", "REAL"),
                   ("queries", "restated_from", "TEXT"))
+
+
+class GradedRow(NamedTuple):
+    """One candidate of a whole graded list (:meth:`RunStore.graded_lists`)."""
+
+    expected: float
+    cosine: float
+    lexical: float | None
+    source: bool  # the query's own document: production always grades it
 
 
 def _now() -> str:
@@ -544,10 +553,10 @@ class RunStore:
                     "probs": None if p0 is None else [p0, p1, p2, p3], "bm25": bm25, "cosine": cosine}
         return out
 
-    def graded_lists(self, regrades: Mapping[tuple[str, int], float] | None = None
-                     ) -> list[list[tuple[float, float, float | None]]]:
-        """``(E, cosine, BM25 score)`` of every candidate of each query whose candidates were all graded, in plan
-        order: what a judge cascade's margin can be learned from without reference labels.
+    def graded_lists(self, regrades: Mapping[tuple[str, int], float] | None = None) -> list[list[GradedRow]]:
+        """E, cosine, BM25 score and whether it is the query's own document, for every candidate of each query whose
+        candidates were all graded, in plan order: what a judge cascade's margin can be learned from without
+        reference labels.
 
         ``regrades`` (E by query id and candidate rank) replaces the store's grades: the same production lists
         graded again with another prompt, whose margin is that prompt's; a list counts when every candidate of it
@@ -560,19 +569,19 @@ class RunStore:
             lexical = f"COALESCE({lexical}, s.lexical)"
             skips = "LEFT JOIN judge_skips s ON s.query_id = c.query_id AND s.rank = c.rank "
         rows = self._conn.execute(
-            f"SELECT c.query_id, c.rank, g.expected, c.score, {lexical} FROM candidates c JOIN queries q "
-            "USING (query_id) JOIN documents d ON d.doc_id = q.doc_id "
+            f"SELECT c.query_id, c.rank, g.expected, c.score, {lexical}, c.doc_id = q.doc_id FROM candidates c "
+            "JOIN queries q USING (query_id) JOIN documents d ON d.doc_id = q.doc_id "
             f"LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank {skips}"
             "ORDER BY d.position, q.position, c.rank")
-        lists: dict[str, list[tuple[float, float, float | None]] | None] = {}
-        for qid, rank, expected, cosine, bm25 in rows:
+        lists: dict[str, list[GradedRow] | None] = {}
+        for qid, rank, expected, cosine, bm25, source in rows:
             if regrades is not None:
                 expected = regrades.get((qid, rank))
             found = lists.setdefault(qid, [])
             if expected is None or found is None:
                 lists[qid] = None  # not every candidate graded: not a whole list
             else:
-                found.append((expected, cosine, bm25))
+                found.append(GradedRow(expected, cosine, bm25, bool(source)))
         return [group for group in lists.values() if group]
 
     def judge_skips(self) -> dict[str, Any]:
