@@ -50,7 +50,7 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
             new_cascade_regrades: Path | None = None) -> dict[str, Any]:
     from syntra_dspy.artifacts import load_artifact
     from syntra_dspy.judging.candidates import JudgedCandidate
-    from syntra_dspy.judging.cascade import GradedCandidate, JudgeCascade
+    from syntra_dspy.judging.cascade import JudgeCascade
     from syntra_dspy.judging.judge import RelevanceJudge
     from syntra_dspy.judging.measure import (JudgmentLog, log_key, paired_kappa_difference, recalibrated_rows,
                                              score_judge)
@@ -95,8 +95,7 @@ def compare(artifact: Path, candidates_json: Paths, ref: Paths, new: Paths, *, r
                 json.loads, new_cascade_regrades.read_text(encoding="utf-8").splitlines()) if r["expected"] is not None}
             with tempfile.TemporaryDirectory() as tmp, RunStore.open(plain_store(new_cascade_grades, Path(tmp)),
                                                                       readonly=True) as run:
-                lists = [[GradedCandidate(expected=r.expected, cosine=r.cosine, lexical=r.lexical, source=r.source)
-                          for r in group] for group in run.graded_lists(regrades)]
+                lists = run.graded_lists(regrades)
             try:
                 cascade = JudgeCascade.margin(a.program.state.judge, lists, coverage=coverage, learned_from=(
                     f"run store {new_cascade_grades.name} regraded ({new_cascade_regrades.name})"))

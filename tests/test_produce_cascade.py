@@ -12,7 +12,7 @@ from syntra_dspy.artifacts import load_artifact
 from syntra_dspy.cli import build_parser
 from syntra_dspy.cli.produce_cmd import config_from_args
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.judging.cascade import MIN_MARGIN_LISTS, Skip
+from syntra_dspy.judging.cascade import MIN_MARGIN_LISTS, GradedCandidate, Skip
 from syntra_dspy.judging.grading import Grade
 from syntra_dspy.production import compute_stats, export_records, format_stats, produce
 from syntra_dspy.production.cascade import production_cascade
@@ -65,8 +65,10 @@ def test_regrades_of_a_stores_lists_replace_its_grades_and_count_only_lists_regr
         run.commit(_result("d1"), session)
         run.commit(_result("d4"), session)
         regrades = {("d1#q0", 0): 2.5, ("d1#q0", 1): 0.25, ("d1#q0", 2): 1.0, ("d4#q0", 0): 3.0, ("d4#q0", 2): 0.0}
-        # (E, cosine, BM25, the query's own document)
-        assert run.graded_lists(regrades) == [[(2.5, 0.9, 12.0, True), (0.25, 0.4, 4.0, False), (1.0, 0.3, 2.0, False)]]
+        assert run.graded_lists(regrades) == [[  # the query's own document is marked
+            GradedCandidate(expected=2.5, cosine=0.9, lexical=12.0, source=True),
+            GradedCandidate(expected=0.25, cosine=0.4, lexical=4.0),
+            GradedCandidate(expected=1.0, cosine=0.3, lexical=2.0)]]
         assert run.graded_lists() == []  # its own grades: each list has a skipped candidate
 
 

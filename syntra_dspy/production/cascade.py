@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from syntra_dspy.errors import ConfigError
-from syntra_dspy.judging.cascade import MIN_MARGIN_LISTS, GradedCandidate, JudgeCascade, sample_lists
+from syntra_dspy.judging.cascade import MIN_MARGIN_LISTS, JudgeCascade, sample_lists
 from syntra_dspy.production.store import RunStore
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
     if grades is None and len(kept) >= MIN_MARGIN_LISTS:
         lists, source = kept, "calibration samples"
     else:
-        found: list = []
+        lists = []
         source = "run store" if grades is None else f"run store {grades.name}"
         if grades is not None or (store is not None and store.is_file()):
             with RunStore.open(grades or store, readonly=True) as run:  # type: ignore[arg-type]
@@ -58,9 +58,7 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
                     run.check_graded_like(program, path=grades, field="cascade_grades", use="--cascade-grades",
                                           hint="give a run store produced with this artifact (or one recalibrated "
                                                "from it)")
-                found = run.graded_lists()
-        lists = [[GradedCandidate(expected=row.expected, cosine=row.cosine, lexical=row.lexical, source=row.source)
-                  for row in group] for group in found]
+                lists = run.graded_lists()
     if source == "calibration samples":
         logger.warning("judge cascade: the margin is learned from the %d queries of the artifact's calibration set, "
                        "whose lists (known positives and random controls beside retrieved candidates) are not "

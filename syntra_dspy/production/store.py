@@ -26,9 +26,10 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
 from syntra_dspy.errors import ConfigError
+from syntra_dspy.judging.cascade import GradedCandidate
 from syntra_dspy.production.store_file import StoreError, StoreLock, check_schema, probe, writable_path
 from syntra_dspy.production.units import BackendState, DocumentResult, KeptQuery, KeptWork, WorkUnit
 
@@ -106,15 +107,6 @@ CREATE TABLE IF NOT EXISTS judge_skips (
 """
 _ADDED_COLUMNS = (("usage", "cached_prompt_tokens", "INTEGER NOT NULL DEFAULT 0"), ("grades", "lexical", "REAL"),
                   ("queries", "restated_from", "TEXT"))
-
-
-class GradedRow(NamedTuple):
-    """One candidate of a whole graded list (:meth:`RunStore.graded_lists`)."""
-
-    expected: float
-    cosine: float
-    lexical: float | None
-    source: bool  # the query's own document: production always grades it
 
 
 def _now() -> str:
@@ -553,8 +545,8 @@ class RunStore:
                     "probs": None if p0 is None else [p0, p1, p2, p3], "bm25": bm25, "cosine": cosine}
         return out
 
-    def graded_lists(self, regrades: Mapping[tuple[str, int], float] | None = None) -> list[list[GradedRow]]:
-        """E, cosine, BM25 score and whether it is the query's own document, for every candidate of each query whose
+    def graded_lists(self, regrades: Mapping[tuple[str, int], float] | None = None) -> list[list[GradedCandidate]]:
+        """Every candidate (E, cosine, BM25 score, whether it is the query's own document) of each query whose
         candidates were all graded, in plan order: what a judge cascade's margin can be learned from without
         reference labels.
 
@@ -573,7 +565,7 @@ class RunStore:
             "JOIN queries q USING (query_id) JOIN documents d ON d.doc_id = q.doc_id "
             f"LEFT JOIN grades g ON g.query_id = c.query_id AND g.rank = c.rank {skips}"
             "ORDER BY d.position, q.position, c.rank")
-        lists: dict[str, list[GradedRow] | None] = {}
+        lists: dict[str, list[GradedCandidate] | None] = {}
         for qid, rank, expected, cosine, bm25, source in rows:
             if regrades is not None:
                 expected = regrades.get((qid, rank))
@@ -581,7 +573,7 @@ class RunStore:
             if expected is None or found is None:
                 lists[qid] = None  # not every candidate graded: not a whole list
             else:
-                found.append(GradedRow(expected, cosine, bm25, bool(source)))
+                found.append(GradedCandidate(expected=expected, cosine=cosine, lexical=bm25, source=bool(source)))
         return [group for group in lists.values() if group]
 
     def judge_skips(self) -> dict[str, Any]:
