@@ -57,6 +57,8 @@ def parse_args() -> argparse.Namespace:
                    help="characters of a document the judge is shown (default: the artifact's max_doc_chars)")
     p.add_argument("--without-guidance", action="store_true",
                    help="grade without the compiled annotation guidance (task definition and 0-3 scale only)")
+    p.add_argument("--brief", action="store_true",
+                   help="grade with the brief prompt (relevance definition and a one-line scale: --brief-grading)")
     p.add_argument("--artifact", default="artifacts/scifact/22e653baa2bb")
     p.add_argument("--corpus", required=True)
     p.add_argument("--run", type=Path, nargs="+", required=True,
@@ -67,23 +69,26 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--generator", default="embedded")
     p.add_argument("--queries", type=int, default=None, help="only the runs' first N claims (a smoke run)")
     args = p.parse_args()
-    if args.clip is None and not args.without_guidance:
-        p.error("give --clip N and/or --without-guidance: the prompt to compare with the artifact's")
+    if args.clip is None and not args.without_guidance and not args.brief:
+        p.error("give --clip N, --without-guidance and/or --brief: the prompt to compare with the artifact's")
     return args
 
 
-def shorter(program: Any, clip: int | None, without_guidance: bool) -> Any:
+def shorter(program: Any, clip: int | None, without_guidance: bool, brief: bool = False) -> Any:
     """``program`` with the shorter grading prompt: documents clipped at ``clip`` characters, the annotation
-    guidance left out (as ``syntra artifacts recalibrate --without-guidance`` does); nothing else changes."""
+    guidance left out (as ``syntra artifacts recalibrate --without-guidance`` does), the brief prompt (as
+    ``--brief-grading`` does); nothing else changes."""
     out = program.with_components(grade_guidance=False) if without_guidance else program
+    out = out.with_components(grade_prompt="brief") if brief else out
     if clip is not None:
         out.max_doc_chars = clip
     return out
 
 
-def variant_key(clip: int | None, without_guidance: bool) -> str:
+def variant_key(clip: int | None, without_guidance: bool, brief: bool = False) -> str:
     """The shorter prompt's name in the judgment log, the report and the output."""
-    return "-".join([*([f"clip{clip}"] if clip is not None else []), *(["noguidance"] if without_guidance else [])])
+    return "-".join([*([f"clip{clip}"] if clip is not None else []), *(["noguidance"] if without_guidance else []),
+                     *(["brief"] if brief else [])])
 
 
 def refit(art: Any, short: Any, lm: Any, work: Path) -> tuple[Any, dict[str, Any]]:
@@ -168,8 +173,8 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.work.mkdir(parents=True, exist_ok=True)
     art = load_artifact(args.artifact)
-    short = shorter(load_artifact(args.artifact).program, args.clip, args.without_guidance)
-    key = variant_key(args.clip, args.without_guidance)
+    short = shorter(load_artifact(args.artifact).program, args.clip, args.without_guidance, args.brief)
+    key = variant_key(args.clip, args.without_guidance, args.brief)
     logger.info("the shorter grading instruction (%s):\n%s", key, short.grade.signature.instructions)
     corpus = read_corpus(args.corpus)
     lm = build_lm(resolve_generator_spec(art.meta, args.generator), role="generator", cache=False)
@@ -204,7 +209,7 @@ def main() -> None:
                 time.perf_counter() - started)
     report = {
         "variant": key, "clip": short.max_doc_chars, "full_clip": art.program.max_doc_chars,
-        "without_guidance": args.without_guidance, "artifact": art.version, "runs": [str(r) for r in args.run],
+        "without_guidance": args.without_guidance, "brief": args.brief, "artifact": art.version, "runs": [str(r) for r in args.run],
         "calibration": calibration,
         "heldout": {"candidates": len(candidates), "queries": len({c.query_id for c in candidates}),
                     "full": score_judge(candidates, full_rows), "short": score_judge(candidates, short_rows),

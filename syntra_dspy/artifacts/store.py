@@ -309,6 +309,8 @@ def component_texts(program: SynthesisProgram) -> dict[str, str]:
     }
     if not state.grade_guidance:  # shown only where set, so two compiled versions diff as before
         texts["grade_guidance"] = "left out of the grading prompt (syntra artifacts recalibrate --without-guidance)"
+    if state.grade_prompt != "full":
+        texts["grade_prompt"] = f"{state.grade_prompt} (syntra artifacts recalibrate --brief-grading)"
     texts.update({f"{step} (whole-step instruction)": text for step, text in state.step_instructions.items()})
     return texts
 

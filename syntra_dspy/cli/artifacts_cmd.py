@@ -54,8 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "compile's calibration set unchanged, nothing is graded and no model is loaded); candidates it "
                     "holds no grade for are graded with the artifact's own grading prompt. The new version differs "
                     "from the original in its judge only (every rendered prompt is the same), so grades logged for "
-                    "one are valid for the other; its manifest names the original. --without-guidance is the one "
-                    "exception: the grading prompt loses the compiled guidance and everything is graded again.")
+                    "one are valid for the other; its manifest names the original. --without-guidance and "
+                    "--brief-grading are the exceptions: the grading prompt changes and everything is graded again.")
     recal.add_argument("path", help="artifact directory")
     recal.add_argument("--out", default="artifacts", help="artifact root for the new version (default artifacts/)")
     recal.add_argument("--judge-feature", dest="feature", default="auto", choices=("auto", *FEATURES),
@@ -81,6 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="grade with the task definition and the 0-3 scale only, leaving the compiled annotation "
                             "guidance out of the grading prompt (a shorter prompt; every calibration candidate is "
                             "graded again, and the new version's grades are not the original's)")
+    recal.add_argument("--brief-grading", action="store_true",
+                       help="grade with the brief prompt: the task's relevance definition and a one-line 0-3 scale, "
+                            "about half the instruction's tokens and no guidance (every calibration candidate is "
+                            "graded again; measure its agreement with people before relying on it)")
     recal.add_argument("--json", action="store_true", help="print the result as JSON")
     recal.set_defaults(func=_recalibrate)
 
@@ -168,7 +172,8 @@ def _recalibrate(args: argparse.Namespace) -> int:
     path = recalibrate_artifact(args.path, args.out, feature=args.feature, calibration_labels=args.calibration_labels,
                                 calibration_queries=args.calibration_queries, generator=args.generator,
                                 api_key_env=args.api_key_env, index_dir=args.index_dir, regrade=args.regrade,
-                                grade_order=args.grade_order, without_guidance=args.without_guidance)
+                                grade_order=args.grade_order, without_guidance=args.without_guidance,
+                                brief_grading=args.brief_grading)
     judge = load_artifact(path).program.state.judge
     summary = judge.summary if judge is not None else None
     if args.json:

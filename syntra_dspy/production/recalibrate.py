@@ -12,7 +12,9 @@ The one exception is asked for by name: ``--without-guidance`` grades with the t
 only, leaving the compiled annotation guidance out of the grading prompt (a shorter prompt, ~130 of ~640 tokens a
 call on SciFact; the compile keeps the guidance when it fits its calibration set better, which on 15 queries is a
 noisy choice). Then the grading prompt, and only it, differs from the original's; every calibration candidate is
-graded again, and grades logged or stored for one are not the other's (run stores refuse them).
+graded again, and grades logged or stored for one are not the other's (run stores refuse them). ``--brief-grading``
+is the other: the grading instruction becomes the task's relevance definition and a one-line scale (83 of 170
+tokens on SciFact, [experiments/judge_brief]), graded and refused the same way.
 
 It lives in production, beside :mod:`~syntra_dspy.production.relabel` (which labels a run's stored grades with such
 an artifact's judge): the calibration set is built over the corpus and index production's loader opens, and graded
@@ -45,7 +47,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
                          calibration_labels: str | None = None, calibration_queries: int | None = None,
                          generator: Any = None, api_key_env: str | None = None,
                          index_dir: str | Path | None = None, regrade: bool = False,
-                         grade_order: GradeOrder | None = None, without_guidance: bool = False) -> Path:
+                         grade_order: GradeOrder | None = None, without_guidance: bool = False,
+                         brief_grading: bool = False) -> Path:
     """Fit a new calibration on ``artifact``'s graded calibration set and save a derived artifact under ``out``
     (``<out>/<task>/<version>``); returns its directory.
 
@@ -58,7 +61,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     ``calibration_labels``/``calibration_queries`` are given). ``grade_order``: which the grading prompt shows first
     (default: the order of the artifact's calibration); another order than the kept grades' grades every candidate
     again, and the new calibration records it, so production grades in it. ``without_guidance``: the new version's
-    grading prompt leaves out the compiled annotation guidance, and every candidate is graded with it.
+    grading prompt leaves out the compiled annotation guidance, and every candidate is graded with it;
+    ``brief_grading``: the same with the brief grading prompt (the relevance definition and a one-line scale).
     """
     from syntra_dspy.artifacts import check_artifact_root, load_artifact, render_prompts, save_artifact
     from syntra_dspy.lm.roles import with_engine_build
@@ -74,12 +78,17 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     labels = calibration_labels if calibration_labels is not None else settings.get("calibration_labels")
     queries = calibration_queries if calibration_queries is not None else int(settings.get("calibration_queries") or 0)
     program = original.program
-    dropping = without_guidance and program.state.grade_guidance
-    grading = program.with_components(grade_guidance=False) if dropping else program
+    change = {**({"grade_guidance": False} if without_guidance and program.state.grade_guidance else {}),
+              **({"grade_prompt": "brief"} if brief_grading and program.state.grade_prompt != "brief" else {})}
+    dropping = bool(change)  # the grading prompt, and only it, changes: every candidate is graded again
+    grading = program.with_components(**change) if dropping else program
     if dropping and grading.grade.signature.instructions == program.grade.signature.instructions:
         # no annotation instruction, or a whole-step grading instruction (GEPA's) that the components do not compose
-        raise ConfigError("this artifact's grading prompt carries no compiled guidance to leave out", path=artifact,
-                          field="without_guidance", hint="recalibrate without --without-guidance")
+        what = ("is a whole-step instruction, which the brief one cannot replace" if brief_grading
+                else "carries no compiled guidance to leave out")
+        raise ConfigError(f"this artifact's grading prompt {what}", path=artifact,
+                          field="brief_grading" if brief_grading else "without_guidance",
+                          hint="recalibrate without --brief-grading / --without-guidance")
     saved = program.state.judge.samples if program.state.judge is not None else ()
     kept_order = program.grade_order
     order: GradeOrder = grade_order or kept_order
@@ -111,7 +120,8 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     before, after = render_prompts(program), render_prompts(derived)
     if {step for step in before if before[step] != after[step]} - ({"grade"} if dropping else set()):
         raise ArtifactError("the recalibrated program renders other prompts than the original (only the judge may "
-                            "change, and with --without-guidance the grading prompt)", path=artifact)
+                            "change, and with --without-guidance or --brief-grading the grading prompt)",
+                            path=artifact)
     seconds = time.perf_counter() - started
     manifest = {k: v for k, v in original.manifest.items() if k not in _SEALED}
     build = (with_engine_build(lm_info).get("embedded") or {}).get("engine_build")  # None unless it graded embedded
@@ -121,7 +131,10 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
         "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "feature_setting": feature, "calibration_labels": labels, "calibration_queries": queries, "grade_order": order,
         "candidates": len(samples), "graded": graded, "grades_reused": reused,
-        **({"grade_guidance": "left out: the grading prompt differs from the original's"} if dropping else {}),
+        **({"grade_guidance": "left out: the grading prompt differs from the original's"}
+           if "grade_guidance" in change else {}),
+        **({"grade_prompt": "brief: the grading prompt differs from the original's"}
+           if "grade_prompt" in change else {}),
         "generator": lm_info.get("model") if graded else None,
         **({"engine_build": build} if graded and build else {}),
         "usage": meter.snapshot(), "before": _brief(program.state.judge), "after": _brief(judge),

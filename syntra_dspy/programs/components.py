@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal
 
 from dspy.predict.parameter import Parameter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -31,9 +31,10 @@ class ComponentState(BaseModel):
     """What test mode adapts, the one source of every step's instruction: the task definition, the extraction
     guidance, the two instructions, how graded relevance judgments map to training roles (``judge``: None means
     the written-label judge), whether the grading prompt carries the annotation instruction as guidance
-    (``grade_guidance``; ``syntra artifacts recalibrate --without-guidance`` leaves it out), and whole-step
-    instructions an optimizer wrote (``step_instructions``, e.g. GEPA's), which replace what the other components
-    would compose for that step."""
+    (``grade_guidance``; ``syntra artifacts recalibrate --without-guidance`` leaves it out), whether that prompt is
+    the brief one (``grade_prompt``: ``brief``, the relevance definition and a one-line scale, no guidance;
+    ``--brief-grading``), and whole-step instructions an optimizer wrote (``step_instructions``, e.g. GEPA's), which
+    replace what the other components would compose for that step."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -44,6 +45,7 @@ class ComponentState(BaseModel):
     annotation_instruction: str = ""
     judge: JudgeCalibration | None = None
     grade_guidance: bool = True
+    grade_prompt: Literal["full", "brief"] = "full"
     step_instructions: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("step_instructions")
@@ -63,13 +65,15 @@ class ProgramComponents(Parameter):
         self.state = state or ComponentState()
 
     def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
-        """The components as JSON; a default ``grade_guidance`` or no whole-step instructions saves no key, so such
-        programs save byte for byte as before."""
+        """The components as JSON; a default ``grade_guidance`` or ``grade_prompt`` or no whole-step instructions
+        saves no key, so such programs save byte for byte as before."""
         data = self.state.model_dump(mode="json")
         if not data["step_instructions"]:
             del data["step_instructions"]
         if data["grade_guidance"]:
             del data["grade_guidance"]
+        if data["grade_prompt"] == "full":
+            del data["grade_prompt"]
         return data
 
     def load_state(self, state: dict[str, Any]) -> "ProgramComponents":

@@ -27,6 +27,14 @@ def task_context(definition: TaskDefinition) -> str:
     )
 
 
+def brief_relevance(definition: TaskDefinition) -> str:
+    """The relevance definition alone, and the languages only where queries and documents differ in theirs: the
+    brief grading prompt's task line."""
+    languages = (f"\nQueries are written in {language_name(definition.query_language)}, documents in "
+                 f"{language_name(definition.document_language)}." if definition.cross_language else "")
+    return f"Relevance: {definition.relevance_definition}{languages}"
+
+
 def example_queries(examples: Sequence[FewShotPair]) -> str:
     return "\n".join(f"{i}. {ex.query}" for i, ex in enumerate(examples, 1))
 

@@ -38,6 +38,7 @@ from syntra_dspy.signatures import (
     CandidateLabel,
     ExtractIdentifiersAndAttributes,
     GradeCandidateRelevance,
+    GradeCandidateRelevanceBriefly,
     JudgeCandidateRelevance,
     PlanQueryBlueprints,
     RewriteRejectedQuery,
@@ -121,6 +122,8 @@ def compose_instructions(state: ComponentState) -> dict[str, str]:
     guidance = ("\n\n## Guidance for this task\n" + state.annotation_instruction.strip()
                 if state.grade_guidance and state.annotation_instruction.strip() else "")
     grade = task + guidance + "\n\n## Your answer\n" + _base(GradeCandidateRelevance)
+    if state.grade_prompt == "brief":  # ~half the instruction's tokens (experiments/judge_brief), never the guidance
+        grade = ctx.brief_relevance(state.task_definition) + "\n" + _base(GradeCandidateRelevanceBriefly)
     composed = {"extract": extract, "plan": plan, "write": write, "annotate": annotate, "grade": grade}
     return {**composed, **state.step_instructions}
 

@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time each name loads 
         DraftAnnotationInstruction,
         ExplainAnnotationMismatches,
         GradeCandidateRelevance,
+        GradeCandidateRelevanceBriefly,
         JudgeCandidateRelevance,
         RefineAnnotationInstruction,
     )
@@ -54,6 +55,7 @@ __all__ = [
     "ExplainAnnotationMismatches",
     "ExtractIdentifiersAndAttributes",
     "GradeCandidateRelevance",
+    "GradeCandidateRelevanceBriefly",
     "Identifier",
     "InferTaskDefinition",
     "JudgeCandidateRelevance",
@@ -77,6 +79,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "DraftAnnotationInstruction": "syntra_dspy.signatures.annotation",
     "ExplainAnnotationMismatches": "syntra_dspy.signatures.annotation",
     "GradeCandidateRelevance": "syntra_dspy.signatures.annotation",
+    "GradeCandidateRelevanceBriefly": "syntra_dspy.signatures.annotation",
     "JudgeCandidateRelevance": "syntra_dspy.signatures.annotation",
     "RefineAnnotationInstruction": "syntra_dspy.signatures.annotation",
     "ExtractIdentifiersAndAttributes": "syntra_dspy.signatures.identifiers",

@@ -47,6 +47,15 @@ class GradeCandidateRelevance(dspy.Signature):
     label: int = dspy.OutputField(desc="one digit, 0-3")
 
 
+class GradeCandidateRelevanceBriefly(dspy.Signature):
+    """Grade the document for the query: 3 = evidence that directly meets this; 2 = partial or indirect evidence;
+    1 = same topic or entities without meeting it; 0 = about something else. Answer with the digit alone."""
+
+    query: str = dspy.InputField()
+    document: str = dspy.InputField()
+    label: int = dspy.OutputField(desc="one digit, 0-3")
+
+
 class ExplainAnnotationMismatches(dspy.Signature):
     """An annotator following the instruction below made mistakes: it labelled documents known to be relevant
     as not relevant (or left them unlabelled), and/or labelled unrelated control documents, drawn at random
