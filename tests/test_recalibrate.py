@@ -256,6 +256,47 @@ def test_without_guidance_changes_the_grading_prompt_only_and_grades_every_candi
     assert again.manifest["record"]["recalibration"]["graded"] == 0
 
 
+def test_brief_grading_sends_the_relevance_definition_and_one_line_scale_and_grades_every_candidate(relative,
+                                                                                                     tmp_path):
+    art, index = relative
+    art = derived_version(load_artifact(art), tmp_path / "guided", annotation_instruction=(
+        "A document is relevant when it states the fact the query asks for."))
+    original = load_artifact(art)
+    brain = SyntraBrain()
+    lm = scripted_lm(brain)
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=lm, index_dir=index,
+                                brief_grading=True)
+    derived = load_artifact(path)
+    before, after = render_prompts(original.program), render_prompts(derived.program)
+    assert {step for step in before if before[step] != after[step]} == {"grade"}
+    grade, full = derived.program.grade.signature.instructions, original.program.grade.signature.instructions
+    definition = original.program.state.task_definition
+    assert grade.startswith(f"Relevance: {definition.relevance_definition}\n")
+    assert "## " not in grade and "states the fact" not in grade  # no headings, no guidance
+    assert all(f"{k} = " in grade for k in range(4)) and len(grade) < len(full) / 2
+    assert derived.program.state.grade_prompt == "brief" and original.program.state.grade_prompt == "full"
+    record = derived.manifest["record"]["recalibration"]
+    assert record["graded"] == record["candidates"] == brain.calls["grade"] > 0 and record["grades_reused"] == 0
+    assert "grade_prompt" in record and "grade_guidance" not in record
+    sent = [m["content"] for h in lm.history for m in h["messages"] if m["role"] == "system"]
+    assert len(sent) == brain.calls["grade"] and all(s == grade for s in sent)
+    assert '"grade_prompt": "brief"' in (path / "program.json").read_text()
+    assert "grade_prompt" not in (art / "program.json").read_text()  # the default saves byte for byte as before
+    from syntra_dspy.artifacts import diff_artifacts, grading_identity
+
+    assert grading_identity(derived.program)["prompt_sha256"] != grading_identity(original.program)["prompt_sha256"]
+    assert "+brief (syntra artifacts recalibrate --brief-grading)" in diff_artifacts(art, path)
+    again = load_artifact(recalibrate_artifact(path, tmp_path / "again", feature="hybrid", index_dir=index,
+                                               brief_grading=True))  # already brief: its grades are reused
+    assert render_prompts(again.program) == after and again.manifest["record"]["recalibration"]["graded"] == 0
+    whole = derived_version(original, tmp_path / "whole",
+                            step_instructions={"grade": "Answer with one digit, 0-3, for the document's relevance."})
+    with pytest.raises(ConfigError, match="whole-step instruction"):
+        recalibrate_artifact(whole, tmp_path / "refused", generator=scripted_lm(SyntraBrain()), index_dir=index,
+                             brief_grading=True)
+    assert not list((tmp_path / "refused").rglob("manifest.json"))
+
+
 def test_without_guidance_is_refused_where_the_grading_prompt_has_none(relative, tmp_path):
     art, index = relative
     plain = derived_version(load_artifact(art), tmp_path / "plain", annotation_instruction="")
