@@ -80,15 +80,16 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     program = original.program
     change = {**({"grade_guidance": False} if without_guidance and program.state.grade_guidance else {}),
               **({"grade_prompt": "brief"} if brief_grading and program.state.grade_prompt != "brief" else {})}
-    dropping = bool(change)  # the grading prompt, and only it, changes: every candidate is graded again
-    grading = program.with_components(**change) if dropping else program
-    if dropping and grading.grade.signature.instructions == program.grade.signature.instructions:
+    new_prompt = bool(change)  # the grading prompt, and only it, changes: every candidate is graded again
+    grading = program.with_components(**change) if new_prompt else program
+    if new_prompt and grading.grade.signature.instructions == program.grade.signature.instructions:
         # no annotation instruction, or a whole-step grading instruction (GEPA's) that the components do not compose
         what = ("is a whole-step instruction, which the brief one cannot replace" if brief_grading
                 else "carries no compiled guidance to leave out")
         raise ConfigError(f"this artifact's grading prompt {what}", path=artifact,
                           field="brief_grading" if brief_grading else "without_guidance",
-                          hint="recalibrate without --brief-grading / --without-guidance")
+                          hint="recalibrate without --brief-grading" if brief_grading else
+                               "recalibrate without --without-guidance")
     saved = program.state.judge.samples if program.state.judge is not None else ()
     kept_order = program.grade_order
     order: GradeOrder = grade_order or kept_order
@@ -96,7 +97,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     # The artifact's own generator is only built when something must be graded (a served one needs --generator).
     own = original.meta.generator.model_dump()
     lm, lm_info = (None, own) if generator is None else resolve_generator(original.meta, generator, api_key_env)
-    reusable = (bool(saved) and not regrade and not dropping and order == kept_order
+    reusable = (bool(saved) and not regrade and not new_prompt and order == kept_order
                 and same_grader(grader(lm_info), calibration_grader(original.meta)))
     meter = UsageMeter()
     started = time.perf_counter()
@@ -118,7 +119,7 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     judge = fit_calibration(samples, feature=feature, grade_order=order)  # type: ignore[arg-type]
     derived = grading.with_components(judge=judge)
     before, after = render_prompts(program), render_prompts(derived)
-    if {step for step in before if before[step] != after[step]} - ({"grade"} if dropping else set()):
+    if {step for step in before if before[step] != after[step]} - ({"grade"} if new_prompt else set()):
         raise ArtifactError("the recalibrated program renders other prompts than the original (only the judge may "
                             "change, and with --without-guidance or --brief-grading the grading prompt)",
                             path=artifact)
