@@ -213,62 +213,64 @@ def test_another_grade_order_grades_every_candidate_in_it_and_the_calibration_re
     assert load_artifact(again).program.state.judge.grade_order == "document-first"
 
 
-def test_without_guidance_changes_the_grading_prompt_only_and_grades_every_candidate_with_it(relative, tmp_path):
+def recalibrated_with_another_grading_prompt(relative, tmp_path, guidance: str, **flag):
+    """A guided version of the fixture artifact, recalibrated with ``flag`` (one that changes the grading prompt),
+    checked for what every such flag keeps: only the grading prompt differs, every calibration candidate is graded
+    again and each is sent that prompt, and grades are keyed apart from the original's. Returns the guided
+    artifact's path, it loaded, the new version's path, it loaded."""
+    from syntra_dspy.artifacts import grading_identity
+
     art, index = relative
-    art = derived_version(load_artifact(art), tmp_path / "guided", annotation_instruction=(
-        "A document is relevant when it states the fact the query asks for; label 1 when it names the same "
-        "entity without stating it."))
+    art = derived_version(load_artifact(art), tmp_path / "guided", annotation_instruction=guidance)
     original = load_artifact(art)
-    guidance = original.program.state.annotation_instruction.strip()
-    assert guidance and guidance in original.program.grade.signature.instructions  # the compile wrote some
     brain = SyntraBrain()
     lm = scripted_lm(brain)
-    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=lm, index_dir=index,
-                                without_guidance=True)
+    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=lm, index_dir=index, **flag)
     derived = load_artifact(path)
     before, after = render_prompts(original.program), render_prompts(derived.program)
     assert {step for step in before if before[step] != after[step]} == {"grade"}
+    # every calibration candidate was graded with the new prompt: the kept grades were the other prompt's
+    record = derived.manifest["record"]["recalibration"]
+    assert record["graded"] == record["candidates"] == brain.calls["grade"] > 0 and record["grades_reused"] == 0
+    sent = [m["content"] for h in lm.history for m in h["messages"] if m["role"] == "system"]
+    grade = derived.program.grade.signature.instructions
+    assert len(sent) == brain.calls["grade"] and all(s == grade for s in sent)
+    # run stores and agreement logs key grades by the grading prompt, so the original's are not taken for these
+    assert grading_identity(derived.program)["prompt_sha256"] != grading_identity(original.program)["prompt_sha256"]
+    return art, original, path, derived
+
+
+def test_without_guidance_changes_the_grading_prompt_only_and_grades_every_candidate_with_it(relative, tmp_path):
+    from syntra_dspy.artifacts import diff_artifacts
+
+    art, original, path, derived = recalibrated_with_another_grading_prompt(relative, tmp_path, (
+        "A document is relevant when it states the fact the query asks for; label 1 when it names the same "
+        "entity without stating it."), without_guidance=True)
+    guidance = original.program.state.annotation_instruction.strip()
+    assert guidance and guidance in original.program.grade.signature.instructions  # the compile wrote some
     grade = derived.program.grade.signature.instructions
     assert guidance not in grade and "## Guidance for this task" not in grade
     assert grade.startswith("## Task\n") and "0 = " in grade and "3 = " in grade  # definition and scale stay
     # the compiled text is kept in the components (the listwise prompt still uses it), only the grading call drops it
     assert derived.program.state.annotation_instruction == original.program.state.annotation_instruction
     assert derived.program.state.grade_guidance is False and original.program.state.grade_guidance is True
-    # every calibration candidate was graded with the shorter prompt: the kept grades were the other prompt's
-    record = derived.manifest["record"]["recalibration"]
-    assert record["graded"] == record["candidates"] == brain.calls["grade"] > 0 and record["grades_reused"] == 0
-    assert "grade_guidance" in record
-    sent = [m["content"] for h in lm.history for m in h["messages"] if m["role"] == "system"]
-    assert len(sent) == brain.calls["grade"] and all(s == grade for s in sent)
+    assert "grade_guidance" in derived.manifest["record"]["recalibration"]
     # saved as a component only where it is not the default: earlier programs save byte for byte as before
     assert '"grade_guidance": false' in (path / "program.json").read_text()
     assert "grade_guidance" not in (art / "program.json").read_text()
-    # run stores and agreement logs key grades by the grading prompt, so the original's are not taken for these
-    from syntra_dspy.artifacts import grading_identity
-
-    assert grading_identity(derived.program)["prompt_sha256"] != grading_identity(original.program)["prompt_sha256"]
-    from syntra_dspy.artifacts import diff_artifacts
-
     assert "+left out of the grading prompt" in diff_artifacts(art, path)  # artifacts diff says why it differs
     # a later recalibration of the new version keeps its prompt and reuses its grades
-    again = load_artifact(recalibrate_artifact(path, tmp_path / "again", feature="hybrid", index_dir=index))
-    assert render_prompts(again.program) == after
+    again = load_artifact(recalibrate_artifact(path, tmp_path / "again", feature="hybrid", index_dir=relative[1]))
+    assert render_prompts(again.program) == render_prompts(derived.program)
     assert again.manifest["record"]["recalibration"]["graded"] == 0
 
 
 def test_brief_grading_sends_the_relevance_definition_and_one_line_scale_and_grades_every_candidate(relative,
                                                                                                      tmp_path):
-    art, index = relative
-    art = derived_version(load_artifact(art), tmp_path / "guided", annotation_instruction=(
-        "A document is relevant when it states the fact the query asks for."))
-    original = load_artifact(art)
-    brain = SyntraBrain()
-    lm = scripted_lm(brain)
-    path = recalibrate_artifact(art, tmp_path / "artifacts", feature="hybrid", generator=lm, index_dir=index,
-                                brief_grading=True)
-    derived = load_artifact(path)
-    before, after = render_prompts(original.program), render_prompts(derived.program)
-    assert {step for step in before if before[step] != after[step]} == {"grade"}
+    from syntra_dspy.artifacts import diff_artifacts
+
+    art, original, path, derived = recalibrated_with_another_grading_prompt(
+        relative, tmp_path, "A document is relevant when it states the fact the query asks for.", brief_grading=True)
     grade, full = derived.program.grade.signature.instructions, original.program.grade.signature.instructions
     definition = original.program.state.task_definition
     assert grade.startswith(f"Relevance: {definition.relevance_definition}\n")
@@ -276,23 +278,18 @@ def test_brief_grading_sends_the_relevance_definition_and_one_line_scale_and_gra
     assert all(f"{k} = " in grade for k in range(4)) and len(grade) < len(full) / 2
     assert derived.program.state.grade_prompt == "brief" and original.program.state.grade_prompt == "full"
     record = derived.manifest["record"]["recalibration"]
-    assert record["graded"] == record["candidates"] == brain.calls["grade"] > 0 and record["grades_reused"] == 0
     assert "grade_prompt" in record and "grade_guidance" not in record
-    sent = [m["content"] for h in lm.history for m in h["messages"] if m["role"] == "system"]
-    assert len(sent) == brain.calls["grade"] and all(s == grade for s in sent)
     assert '"grade_prompt": "brief"' in (path / "program.json").read_text()
     assert "grade_prompt" not in (art / "program.json").read_text()  # the default saves byte for byte as before
-    from syntra_dspy.artifacts import diff_artifacts, grading_identity
-
-    assert grading_identity(derived.program)["prompt_sha256"] != grading_identity(original.program)["prompt_sha256"]
     assert "+brief (syntra artifacts recalibrate --brief-grading)" in diff_artifacts(art, path)
-    again = load_artifact(recalibrate_artifact(path, tmp_path / "again", feature="hybrid", index_dir=index,
+    again = load_artifact(recalibrate_artifact(path, tmp_path / "again", feature="hybrid", index_dir=relative[1],
                                                brief_grading=True))  # already brief: its grades are reused
-    assert render_prompts(again.program) == after and again.manifest["record"]["recalibration"]["graded"] == 0
+    assert render_prompts(again.program) == render_prompts(derived.program)
+    assert again.manifest["record"]["recalibration"]["graded"] == 0
     whole = derived_version(original, tmp_path / "whole",
                             step_instructions={"grade": "Answer with one digit, 0-3, for the document's relevance."})
     with pytest.raises(ConfigError, match="whole-step instruction"):
-        recalibrate_artifact(whole, tmp_path / "refused", generator=scripted_lm(SyntraBrain()), index_dir=index,
+        recalibrate_artifact(whole, tmp_path / "refused", generator=scripted_lm(SyntraBrain()), index_dir=relative[1],
                              brief_grading=True)
     assert not list((tmp_path / "refused").rglob("manifest.json"))
 

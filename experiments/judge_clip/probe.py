@@ -209,7 +209,8 @@ def main() -> None:
                 time.perf_counter() - started)
     report = {
         "variant": key, "clip": short.max_doc_chars, "full_clip": art.program.max_doc_chars,
-        "without_guidance": args.without_guidance, "brief": args.brief, "artifact": art.version, "runs": [str(r) for r in args.run],
+        "without_guidance": args.without_guidance, "brief": args.brief, "artifact": art.version,
+        "runs": [str(r) for r in args.run],
         "calibration": calibration,
         "heldout": {"candidates": len(candidates), "queries": len({c.query_id for c in candidates}),
                     "full": score_judge(candidates, full_rows), "short": score_judge(candidates, short_rows),

@@ -84,12 +84,10 @@ def recalibrate_artifact(artifact: str | Path, out: str | Path, *, feature: str 
     grading = program.with_components(**change) if new_prompt else program
     if new_prompt and grading.grade.signature.instructions == program.grade.signature.instructions:
         # no annotation instruction, or a whole-step grading instruction (GEPA's) that the components do not compose
-        what = ("is a whole-step instruction, which the brief one cannot replace" if brief_grading
-                else "carries no compiled guidance to leave out")
-        raise ConfigError(f"this artifact's grading prompt {what}", path=artifact,
-                          field="brief_grading" if brief_grading else "without_guidance",
-                          hint="recalibrate without --brief-grading" if brief_grading else
-                               "recalibrate without --without-guidance")
+        flag, what = (("brief_grading", "is a whole-step instruction, which the brief one cannot replace")
+                      if brief_grading else ("without_guidance", "carries no compiled guidance to leave out"))
+        raise ConfigError(f"this artifact's grading prompt {what}", path=artifact, field=flag,
+                          hint=f"recalibrate without --{flag.replace('_', '-')}")
     saved = program.state.judge.samples if program.state.judge is not None else ()
     kept_order = program.grade_order
     order: GradeOrder = grade_order or kept_order
