@@ -14,11 +14,9 @@ from syntra_dspy.production.store import RunStore
 
 logger = logging.getLogger(__name__)
 
-#: Below this many production lists a run store's margin is taken with a warning: on SciFact the guidance-free
-#: judge's margin from 95 production lists regraded with its prompt cost -0.018 binary kappa [-0.052, +0.015] against
-#: people, from 324 -0.012 [-0.046, +0.019], from a first session of its own (306 lists) -0.024 [-0.059, +0.008] at
-#: coverage 0.95 and -0.013 [-0.046, +0.019] at 0.96 (experiments/judge_guidance): more lists alone do not make a
-#: margin safe, so its cost is measured either way.
+#: Below this many production lists a run store's margin is taken with a warning to measure its cost. On SciFact a
+#: margin from fewer lists was narrower, skipped more and cost more against people (docs/judge.md, "What a margin
+#: costs"), but past 300 lists it still varied with the coverage, so its cost is measured either way.
 STEADY_MARGIN_LISTS = 300
 
 
@@ -62,14 +60,15 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
     if source == "calibration samples":
         logger.warning("judge cascade: the margin is learned from the %d queries of the artifact's calibration set, "
                        "whose lists (known positives and random controls beside retrieved candidates) are not "
-                       "production's; on SciFact such a margin (15 queries) cost 0.045 binary kappa against people, "
-                       "one learned from 324 production lists 0.012. --cascade-grades EARLIER_RUN.db teaches it from "
-                       "a run store of this artifact", len(lists))
+                       "production's; on SciFact such a margin cost 0.039 binary kappa against people beside the "
+                       "same judge without one, two to six times what production lists of its prompt cost "
+                       "(docs/judge.md, 'What a margin costs'). --cascade-grades EARLIER_RUN.db teaches it from a "
+                       "run store of this artifact", len(lists))
     elif MIN_MARGIN_LISTS <= len(lists) < STEADY_MARGIN_LISTS:
-        logger.warning("judge cascade: the margin is learned from %d production lists (%s); on SciFact a margin "
-                       "from 95 lists cost 0.018 binary kappa against people (interval down to -0.052), one from "
-                       "324 lists 0.012, from another 306 0.024: measure what a margin costs against people "
-                       "before relying on it",
+        logger.warning("judge cascade: the margin is learned from %d production lists (%s); on SciFact margins "
+                       "from 32 to 324 lists cost 0.006 to 0.018 binary kappa against people beside the same judge "
+                       "without one, with intervals down to -0.044, fewer lists costing more (docs/judge.md, 'What "
+                       "a margin costs'): measure what this one costs against people before relying on it",
                        len(lists), source)
     try:
         cascade = JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
@@ -77,8 +76,7 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
         raise ConfigError(f"--judge-cascade margin: {exc}", field="judge_cascade",
                           hint="produce a first session with --judge-cascade off (its grades teach the margin), or "
                                "give --cascade-grades an earlier run store of this artifact") from None
-    # What a coverage buys shows on the lists it came from: on SciFact's guidance-free store 0.95 skipped 23% of them
-    # (kappa -0.024 against people), 0.96 12% (-0.013). A user picks the coverage from this line, then measures.
+    # What a coverage buys shows on the lists it came from; a user picks the coverage from this line, then measures.
     logger.info("judge cascade: margin at coverage %.2f from %d lists (%s): the grade's part within [%.2f, %.2f]; "
                 "on those lists it would skip %.1f%% of the grading calls", coverage, len(lists), source,
                 *cascade.score_range, 100 * cascade.skipped_share(calibration, lists))
