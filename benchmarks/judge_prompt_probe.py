@@ -1,10 +1,11 @@
-"""Probe: does the graded judge agree with people as well when it reads less? (issue 42)
+"""Does the graded judge agree with people as well with a shorter grading prompt, and what does it save?
 
-Grading is production's largest step on the embedded model (7.5 s and ~620 prompt tokens a call: the candidate's
-text, clipped today at the compile's ``max_doc_chars``, 1,500 characters, and the instruction). This probe grades
-with a shorter prompt instead, ``--clip`` characters of every document and/or ``--without-guidance`` (the grading
-instruction without the compiled annotation guidance: the task definition and the fixed 0-3 scale only), and
-measures what that costs in agreement and saves in time and tokens:
+Grading is production's largest step on the embedded model (most of a record's prompt tokens: the candidate's text,
+clipped at the compile's ``max_doc_chars``, and the instruction). This probe grades with a shorter prompt instead,
+``--clip`` characters of every document, ``--without-guidance`` (the task definition and the fixed 0-3 scale, as
+``syntra artifacts recalibrate --without-guidance`` makes it) and/or ``--brief`` (the relevance definition and a
+one-line scale, as ``--brief-grading`` makes it), and measures what that costs in agreement and saves in time and
+tokens, before any version is made:
 
 1. the artifact's calibration set, built as its compile built it (as ``syntra artifacts recalibrate`` does), is
    graded with the shorter prompt and the judge's score is refitted on those grades (same feature, same cut rule);
@@ -20,10 +21,14 @@ measures what that costs in agreement and saves in time and tokens:
 DSPy's cache is off; grades are logged under ``--work`` as they are made (``judgments.jsonl``), so an interrupted
 probe resumes. Run from the repository root while nothing else uses the CPU:
 
-    PYTHONPATH=. python experiments/judge_clip/probe.py --clip 750 \\
+    python -m benchmarks.judge_prompt_probe --brief \\
         --artifact artifacts/scifact/22e653baa2bb --corpus ../shared/data/scifact/corpus.jsonl \\
-        --run benchmarks/results/judge_agreement_weighted/seed2 --work ~/judge-clip-750 \\
-        --out experiments/judge_clip/clip-750.json
+        --run benchmarks/results/judge_agreement_hybrid_fresh benchmarks/results/judge_agreement_weighted/seed2 \\
+        --work ~/judge-brief --out brief.json
+
+Its log keys the shorter prompt's judgments by the variant (``brief|graded|CLAIM|DOC``); renamed to a version's
+(``VERSION|graded|...``), they replay under ``benchmarks/compare_judgments.py`` with that version's cascade
+(``experiments/judge_brief_margin/``).
 """
 from __future__ import annotations
 
@@ -48,7 +53,7 @@ from syntra_dspy.lm.usage import UsageMeter
 from syntra_dspy.production.setup import resolve_generator_spec
 from syntra_dspy.retrieval.corpus import read_corpus
 
-logger = logging.getLogger("judge_clip")
+logger = logging.getLogger("judge_prompt_probe")
 
 
 def parse_args() -> argparse.Namespace:
