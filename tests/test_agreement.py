@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -101,9 +102,14 @@ def test_the_command_builds_one_agreement_config(graded):
     args = build_parser().parse_args([*flags, "--queries", "7", "--random", "0", "--compare-judge-mode", "written"])
     assert config_from_args(args) == AgreementConfig(judges=("graded",), compare_judges=("written",), n_queries=7,
                                                      random_negatives=0)
+    args = build_parser().parse_args([*flags, "--cascade-grades", "first.db", "--cascade-coverage", "0.96"])
+    assert config_from_args(args) == AgreementConfig(cascade_grades=Path("first.db"), cascade_coverage=0.96)
     with pytest.raises(ConfigError) as raised:
         config_from_args(build_parser().parse_args([*flags, "--random", "-1"]))
     assert raised.value.field == "random_negatives"
+    with pytest.raises(ConfigError) as raised:
+        config_from_args(build_parser().parse_args([*flags, "--cascade-coverage", "1.5"]))
+    assert raised.value.field == "cascade_coverage"
 
 
 def test_the_report_names_the_embedded_engine_build_that_graded(graded, tmp_path, monkeypatch):
@@ -126,3 +132,61 @@ def test_the_report_names_the_embedded_engine_build_that_graded(graded, tmp_path
                         lambda info: {**info, "embedded": {"name": "qwen2.5-coder-1.5b", "engine_build": "amx"}})
     (embedded,) = run("embedded")["judges"].values()
     assert embedded["engine_build"] == "amx"
+
+
+def test_a_margin_cascade_is_measured_on_the_same_grades_without_another_call(tmp_path_factory, tmp_path, minilm):
+    """--cascade-grades labels the graded judge's judgments as production's margin learned from a run store would:
+    no LM call beyond the judge's own, skipped candidates cost nothing, a wider margin skips no more, and the margin
+    is paired against the judge without it. A store of another prompt's grades, or no graded judge, is refused
+    before any call."""
+    import sqlite3
+
+    from syntra_dspy.production import produce
+    from syntra_dspy.production.store import RunStore
+
+    art, index = mini_artifact(tmp_path_factory, judge="graded", feature="hybrid")  # SciFact's score
+    store = tmp_path / "first.db"
+    produce(art, store, generator=scripted_lm(), index_dir=index, encoder=minilm, progress=False, docs=5,
+            queries_per_doc=2, top_k=5)
+    with sqlite3.connect(store) as conn:
+        lists = conn.execute("SELECT count(*) FROM queries").fetchone()[0]
+    write_heldout_beir(tmp_path / "eval")
+    shutil.copy(MINI_TASK.parent / "corpus.jsonl", tmp_path / "eval" / "corpus.jsonl")
+    spec, out = f"beir:{tmp_path / 'eval'}:test", tmp_path / "out"
+    common = {"judges": ("graded",), "n_queries": 10, "top_k": 4, "random_negatives": 1, "seed": 3, "out": out,
+              "index_dir": index, "cascade_grades": store}
+    brain = SyntraBrain()
+    narrow = measure_agreement([art], spec, generator=scripted_lm(brain), cascade_coverage=0.5, **common)
+    name = f"mini/{art.name}:graded"
+    g, m = narrow["judges"][name], narrow["judges"][f"{name}+margin"]
+    assert brain.calls["grade"] == narrow["candidates"]  # the margin's labels come from the same grades
+    assert m["cascade"]["mode"] == "margin" and m["cascade"]["coverage"] == 0.5
+    assert m["cascade"]["learned_from"] == "run store first.db" and m["cascade"]["lists"] == lists
+    assert 0 < m["skipped"] < narrow["candidates"] and sum(m["predicted"].values()) == narrow["candidates"]
+    assert m["cost"]["prompt_tokens_per_candidate"] < g["cost"]["prompt_tokens_per_candidate"]
+    assert m["ranking"] == g["ranking"]
+    assert f"{name}+margin vs {name}" in narrow["comparisons"]
+    assert f"{m['skipped']} of {narrow['candidates']} grading calls skipped" in (out / "agreement.md").read_text()
+    # a rerun at another coverage reads the log: no LM call, and the wider margin skips no more
+    again = SyntraBrain()
+    wide = measure_agreement([art], spec, generator=scripted_lm(again), cascade_coverage=0.99, **common)
+    assert again.calls == {} and wide["judges"][f"{name}+margin"]["skipped"] <= m["skipped"]
+    assert wide["judges"][name]["binary"] == g["binary"]
+    # beside another version (--compare), the margin is paired against it too: the bar a user holds a version to
+    other, _ = mini_artifact(tmp_path_factory, judge="graded")
+    both = measure_agreement([art, other], spec, generator=scripted_lm(), cascade_coverage=0.5, **common)
+    assert {f"{name}+margin vs {name}", f"mini/{other.name}:graded vs {name}",
+            f"{name}+margin vs mini/{other.name}:graded"} == set(both["comparisons"])
+    # refused before any call: another prompt's grades, a missing store, no graded judge
+    other = tmp_path / "other.db"
+    with RunStore.open(other) as run:
+        run.set_meta(artifact={"prompts_sha256": {"grade": "another prompt"}})
+    for bad, match in ((other, "graded with another prompt"), (tmp_path / "none.db", "no such run store")):
+        idle = SyntraBrain()
+        with pytest.raises(ConfigError, match=match):
+            measure_agreement([art], spec, generator=scripted_lm(idle), **{**common, "out": tmp_path / "x",
+                                                                            "cascade_grades": bad})
+        assert idle.calls == {}
+    with pytest.raises(ConfigError) as raised:
+        measure_agreement([art], spec, generator=scripted_lm(), **{**common, "judges": ("written",)})
+    assert raised.value.field == "cascade_grades"

@@ -21,6 +21,8 @@ _SETTINGS = (
     ("--judge-mode", "judges", {"type": CommaChoices(JUDGE_MODES), "metavar": "graded|written[,…]"}),
     ("--compare-judge-mode", "compare_judges", {"type": CommaChoices(JUDGE_MODES), "metavar": "graded|written[,…]"}),
     ("--exclude-queries", "exclude_queries", {"type": Path, "metavar": "FILE"}),
+    ("--cascade-grades", "cascade_grades", {"type": Path, "metavar": "RUN.db"}),
+    ("--cascade-coverage", "cascade_coverage", {"type": float, "metavar": "SHARE"}),
     ("--api-key-env", "api_key_env", {"metavar": "VAR"}),
     ("--index-dir", "index_dir", {"type": Path}),
 )
@@ -40,11 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_settings(p, AgreementConfig, _SETTINGS[:5])
     p.add_argument("--compare", type=Path, default=None, metavar="ARTIFACT2",
                    help="judge the same candidates with a second artifact too")
-    add_settings(p, AgreementConfig, _SETTINGS[5:7])
+    add_settings(p, AgreementConfig, _SETTINGS[5:9])
     rename(p, "--judge", "--judge-mode")
     rename(p, "--compare-judge", "--compare-judge-mode")
     p.add_argument("--generator", default=None, metavar="MODEL[@API_BASE]", help="judge LM (default: the artifact's)")
-    add_settings(p, AgreementConfig, _SETTINGS[7:])
+    add_settings(p, AgreementConfig, _SETTINGS[9:])
     p.add_argument("--out", type=Path, default=Path("runs/agreement"), help="report folder (default runs/agreement)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)

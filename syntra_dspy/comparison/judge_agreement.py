@@ -54,6 +54,10 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
     judges, compare_judges, n_queries, top_k = config.judges, config.compare_judges, config.n_queries, config.top_k
     random_negatives, seed, index_dir, exclude_queries = (config.random_negatives, config.seed, config.index_dir,
                                                           config.exclude_queries)
+    if config.cascade_grades is not None and "graded" not in judges:
+        raise ConfigError("--cascade-grades measures the graded judge's margin cascade; the first artifact is "
+                          f"measured with {', '.join(judges)} only", field="cascade_grades",
+                          hint="add graded to --judge-mode, or leave --cascade-grades out")
     import dspy
 
     from syntra_dspy.evaluation.datasets import load_dataset
@@ -67,6 +71,7 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
     ds = load_dataset(dataset)
     loaded = [load_inputs(path, ProduceConfig(index_dir=index_dir), corpus=ds.corpus) for path in artifacts]
     first = loaded[0]
+    margin = learned_margin(first.artifact.program, config) if config.cascade_grades is not None else None
     exclude = [q for inputs in loaded for q in excluded_queries(inputs.artifact.program)]
     if exclude_queries is not None:
         from syntra_dspy.evaluation.exclude import load_exclusions
@@ -114,9 +119,19 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
                              "generator": lm_info.get("model"), **({"engine_build": build} if build else {}),
                              **score_judge(candidates, rows),
                              "grades_from": sorted({r["grade_from"] for r in rows if r and r.get("grade_from")})}
+            if n == 0 and mode == "graded" and margin is not None:
+                margin_rows = with_margin(margin, art.program, candidates, rows)
+                rows_by_judge[f"{name}+margin"] = margin_rows
+                results[f"{name}+margin"] = {**results[name], "cascade": margin.describe(),
+                                             "skipped": sum(skipped(r) for r in margin_rows),
+                                             **score_judge(candidates, margin_rows),
+                                             "ranking": results[name]["ranking"]}  # the same grades rank alike
     names = list(rows_by_judge)
-    comparisons = {f"{b} vs {names[0]}": paired_kappa_difference(candidates, rows_by_judge[names[0]], rows_by_judge[b])
-                   for b in names[1:]}
+    # each judge against the first; a margin also against the other artifacts' (e.g. the version it came from)
+    pairs = [(b, names[0]) for b in names[1:]] + [(m, a) for m in names[1:] if m.endswith("+margin")
+                                                   for a in names[1:] if a != m]
+    comparisons = {f"{b} vs {a}": paired_kappa_difference(candidates, rows_by_judge[a], rows_by_judge[b])
+                   for b, a in pairs}
     graded = {n: r for n, r in rows_by_judge.items() if n.endswith(":graded")}
     if graded:
         reliability_chart(candidates, graded, out / "reliability.png")
@@ -135,6 +150,35 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
     (out / "agreement.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "agreement.md").write_text(render_report(report), encoding="utf-8")
     return report
+
+
+def skipped(row: dict[str, Any] | None) -> bool:
+    return row is not None and "skipped" in (row.get("judgment") or {})
+
+
+def learned_margin(program: Any, config: AgreementConfig) -> Any:
+    """Production's margin cascade for ``program``, learned from ``config.cascade_grades`` as ``syntra produce
+    --judge-cascade margin --cascade-grades`` learns it (refused, before any LM call, for a store another prompt
+    graded)."""
+    from syntra_dspy.production.cascade import production_cascade
+    from syntra_dspy.production.config import ProduceConfig
+
+    if not config.cascade_grades.is_file():  # type: ignore[union-attr]
+        raise ConfigError(f"{config.cascade_grades}: no such run store", field="cascade_grades",
+                          hint="give a run store (.db) produced with this artifact, unpacked")
+    coverage = config.cascade_coverage or ProduceConfig.model_fields["cascade_coverage"].default
+    return production_cascade(program, "margin", coverage=coverage, grades=config.cascade_grades)
+
+
+def with_margin(cascade: Any, program: Any, candidates: Sequence[Any],
+                rows: Sequence[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
+    """The graded judge's logged ``rows`` labelled as production with ``cascade`` would have labelled them: no LM
+    call. A skipped candidate costs no call, so its row carries no seconds or tokens."""
+    from syntra_dspy.judging.measure import recalibrated_rows
+
+    labelled = recalibrated_rows(RelevanceJudge(program, mode="graded", cascade=cascade), candidates, rows)
+    return [{**r, "seconds": 0.0, "prompt_tokens": 0, "completion_tokens": 0} if skipped(r) else r
+            for r in labelled]
 
 
 def _f(value: Any, digits: int = 3) -> str:
@@ -177,6 +221,12 @@ def render_report(report: dict[str, Any]) -> str:
                   f"{_f(r['ranking']['cosine']['best_binary_kappa'])}"
                   + (f", BM25 alone (no LLM) {_f(r['ranking']['bm25']['best_binary_kappa'])}"
                      if "bm25" in r["ranking"] else "") for n, r in report["judges"].items()), ""]
+    for n, r in report["judges"].items():
+        if "cascade" in r:
+            c = r["cascade"]
+            lines += [f"{n}: the graded judgments labelled as production's margin cascade would (coverage "
+                      f"{c.get('coverage')}, learned from {c.get('lists')} lists of {c.get('learned_from')}): "
+                      f"{r['skipped']} of {r['cost']['candidates']} grading calls skipped; no extra LM call.", ""]
     shared = {n: r["grades_from"] for n, r in report["judges"].items() if r.get("grades_from")}
     if shared:
         lines += ["Grades shared (identical grading prompt and document clip, so the same model call): " + "; ".join(

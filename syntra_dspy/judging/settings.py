@@ -57,5 +57,11 @@ class AgreementConfig(SettingsModel):
     exclude_queries: Path | None = Field(None, description=(
         "queries never to sample besides the task's: a file of query ids (one per line) or a task YAML, e.g. the "
         "queries an earlier measurement used"))
+    cascade_grades: Path | None = Field(None, description=(
+        "a run store graded with the first artifact's grading prompt (e.g. a first session produced without the "
+        "cascade): also label its graded judgments as production's margin cascade learned from that store would "
+        "(no extra LM call), reported beside the judge without it, paired"))
+    cascade_coverage: float | None = Field(None, gt=0, le=1, allow_inf_nan=False, description=(
+        "with --cascade-grades: the margin's coverage, as syntra produce --cascade-coverage (default: produce's)"))
     api_key_env: str | None = Field(None, description="environment variable holding the judge server's key")
     index_dir: Path | None = Field(None, description="where the corpus index is cached")

@@ -68,7 +68,8 @@ def production_cascade(program: Any, mode: str, *, coverage: float, store: Path 
         logger.warning("judge cascade: the margin is learned from %d production lists (%s); on SciFact margins "
                        "from 32 to 324 lists cost 0.006 to 0.018 binary kappa against people beside the same judge "
                        "without one, with intervals down to -0.044, fewer lists costing more (docs/judge.md, 'What "
-                       "a margin costs'): measure what this one costs against people before relying on it",
+                       "a margin costs'): measure what this one costs against people before relying on it (syntra "
+                       "agreement --cascade-grades)",
                        len(lists), source)
     try:
         cascade = JudgeCascade.margin(calibration, lists, coverage=coverage, learned_from=source)
