@@ -178,10 +178,10 @@ def test_a_margin_cascade_is_measured_on_the_same_grades_without_another_call(tm
     assert {f"{name}+margin vs {name}", f"mini/{other.name}:graded vs {name}",
             f"{name}+margin vs mini/{other.name}:graded"} == set(both["comparisons"])
     # refused before any call: another prompt's grades, a missing store, no graded judge
-    other = tmp_path / "other.db"
-    with RunStore.open(other) as run:
+    foreign = tmp_path / "foreign.db"
+    with RunStore.open(foreign) as run:
         run.set_meta(artifact={"prompts_sha256": {"grade": "another prompt"}})
-    for bad, match in ((other, "graded with another prompt"), (tmp_path / "none.db", "no such run store")):
+    for bad, match in ((foreign, "graded with another prompt"), (tmp_path / "none.db", "no such run store")):
         idle = SyntraBrain()
         with pytest.raises(ConfigError, match=match):
             measure_agreement([art], spec, generator=scripted_lm(idle), **{**common, "out": tmp_path / "x",

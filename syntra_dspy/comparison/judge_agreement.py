@@ -49,7 +49,9 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
     not both. ``judges`` are the first artifact's modes; ``compare_judges`` the other artifacts' (default: the
     same). ``exclude_queries``: more queries never to sample (a file of query ids, or a task YAML), e.g. those an
     earlier measurement used, so a second measurement is on claims nothing was chosen on. ``generator``: the judge
-    LM (a ``MODEL[@API_BASE]`` flag or an LM; default each artifact's)."""
+    LM (a ``MODEL[@API_BASE]`` flag or an LM; default each artifact's). ``cascade_grades``: a run store graded with
+    the first artifact's prompt; its graded judge is also reported as production's margin cascade learned from it
+    would label (``+margin``), from the same grades, paired against the judges without it."""
     config = AgreementConfig.of_call(config, settings)
     judges, compare_judges, n_queries, top_k = config.judges, config.compare_judges, config.n_queries, config.top_k
     random_negatives, seed, index_dir, exclude_queries = (config.random_negatives, config.seed, config.index_dir,
@@ -58,6 +60,9 @@ def measure_agreement(artifacts: Sequence[str | Path], dataset: str, config: Agr
         raise ConfigError("--cascade-grades measures the graded judge's margin cascade; the first artifact is "
                           f"measured with {', '.join(judges)} only", field="cascade_grades",
                           hint="add graded to --judge-mode, or leave --cascade-grades out")
+    if config.cascade_grades is not None and not config.cascade_grades.is_file():
+        raise ConfigError(f"{config.cascade_grades}: no such run store", field="cascade_grades",
+                          hint="give a run store (.db) produced with this artifact, unpacked")
     import dspy
 
     from syntra_dspy.evaluation.datasets import load_dataset
@@ -163,9 +168,6 @@ def learned_margin(program: Any, config: AgreementConfig) -> Any:
     from syntra_dspy.production.cascade import production_cascade
     from syntra_dspy.production.config import ProduceConfig
 
-    if not config.cascade_grades.is_file():  # type: ignore[union-attr]
-        raise ConfigError(f"{config.cascade_grades}: no such run store", field="cascade_grades",
-                          hint="give a run store (.db) produced with this artifact, unpacked")
     coverage = config.cascade_coverage or ProduceConfig.model_fields["cascade_coverage"].default
     return production_cascade(program, "margin", coverage=coverage, grades=config.cascade_grades)
 
